@@ -83,26 +83,27 @@ func Serve(ctx context.Context, conn net.Conn, a *Agent) error {
 		return fmt.Errorf("start mux: %w", err)
 	}
 	defer sess.Close()
-	ctx, cancel := context.WithCancel(ctx)
+	// Operations get a context that also ends with the session.
+	opCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	stop := context.AfterFunc(opCtx, func() { sess.Close() })
 	defer stop()
 	go func() {
 		select {
 		case <-sess.CloseChan():
 			cancel()
-		case <-ctx.Done():
+		case <-opCtx.Done():
 		}
 	}()
 	for {
-		s, err := sess.AcceptStreamWithContext(ctx)
+		s, err := sess.AcceptStreamWithContext(opCtx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("session ended: %w", err)
 		}
-		go a.serveStream(ctx, s)
+		go a.serveStream(opCtx, s)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlockdev/airlock/internal/agentproto"
 	"github.com/airlockdev/airlock/internal/errdefs"
 )
@@ -108,6 +110,25 @@ func TestWriteErrors(t *testing.T) {
 		})
 	}
 	assertNoTemp(t, dir)
+}
+
+func TestWriteDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("cannot mount a small tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	c := newClient(t)
+	data := make([]byte, 2<<20)
+	_, err := writeFile(t, c, agentproto.Request{Path: filepath.Join(dir, "big")}, data)
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("err = %v, want resource exhausted", err)
+	}
+	assertNoTemp(t, dir)
+	// The stream was drained, so the connection still works.
+	if _, err := writeFile(t, c, agentproto.Request{Path: filepath.Join(dir, "small")}, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // failingReader yields some data, then fails, making the client abandon

@@ -74,15 +74,17 @@ func (c Config) sandboxesDir() string { return filepath.Join(c.Dir, "sandboxes")
 
 func containerID(id string) string { return "airlock-" + id }
 
-type layout struct{ dir, bundle, upper, work, rootfs, run, socket, log string }
+type layout struct{ dir, bundle, image, disk, upper, work, rootfs, run, socket, log string }
 
 func (d *Driver) layout(id string) layout {
 	dir := filepath.Join(d.cfg.sandboxesDir(), id)
 	return layout{
 		dir:    dir,
 		bundle: filepath.Join(dir, "bundle"),
-		upper:  filepath.Join(dir, "upper"),
-		work:   filepath.Join(dir, "work"),
+		image:  filepath.Join(dir, "disk.img"),
+		disk:   filepath.Join(dir, "disk"),
+		upper:  filepath.Join(dir, "disk", "upper"),
+		work:   filepath.Join(dir, "disk", "work"),
 		rootfs: filepath.Join(dir, "rootfs"),
 		run:    filepath.Join(dir, "run"),
 		socket: filepath.Join(dir, "run", socketName),
@@ -110,6 +112,12 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) (err error) {
 	// agent socket and impersonate the agent.
 	if err := os.MkdirAll(l.run, 0o700); err != nil {
 		return fmt.Errorf("create run dir: %w", err)
+	}
+	if spec.DiskMB <= 0 {
+		return errors.New("oci driver needs a disk size")
+	}
+	if err := mountDisk(ctx, l.image, l.disk, spec.DiskMB); err != nil {
+		return err
 	}
 	if err := mountOverlay(spec.TemplatePath, l.upper, l.work, l.rootfs); err != nil {
 		return err

@@ -2,6 +2,7 @@ package oci
 
 import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlockdev/airlock/internal/sandbox"
 )
@@ -89,6 +90,7 @@ func bundleSpec(spec sandbox.Spec, rootfs, hostRunDir, hostAgent string) *specs.
 	shares := uint64(1024 * spec.CPUs)
 	pids := spec.PidsLimit
 	oomAdj := 500 // sandboxes die before the daemon does
+	nofile := nofileLimit()
 
 	return &specs.Spec{
 		Version:  specs.Version,
@@ -105,7 +107,7 @@ func bundleSpec(spec sandbox.Spec, rootfs, hostRunDir, hostAgent string) *specs.
 				Permitted: capabilities,
 			},
 			Rlimits: []specs.POSIXRlimit{
-				{Type: "RLIMIT_NOFILE", Hard: 65536, Soft: 65536},
+				{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile},
 			},
 			NoNewPrivileges: true,
 			OOMScoreAdj:     &oomAdj,
@@ -139,4 +141,16 @@ func bundleSpec(spec sandbox.Spec, rootfs, hostRunDir, hostAgent string) *specs.
 			ReadonlyPaths: readonlyPaths,
 		},
 	}
+}
+
+// nofileLimit is the open-files limit for sandboxes: 65536, or the daemon's
+// own hard limit if lower, since runc applies rlimits after dropping
+// CAP_SYS_RESOURCE and cannot raise them.
+func nofileLimit() uint64 {
+	const want = 65536
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Max < want {
+		return rl.Max
+	}
+	return want
 }
