@@ -101,9 +101,9 @@ type ExecEvent struct {
 	Type      string      `json:"type"`
 	PID       int         `json:"pid,omitempty"`
 	SandboxID string      `json:"sandbox_id,omitempty"` // start event of POST /v1/run
-	Data  []byte      `json:"data,omitempty"`
-	Exit  *ExecResult `json:"exit,omitempty"`
-	Error *ErrorBody  `json:"error,omitempty"`
+	Data      []byte      `json:"data,omitempty"`
+	Exit      *ExecResult `json:"exit,omitempty"`
+	Error     *ErrorBody  `json:"error,omitempty"`
 }
 
 // RunRequest is the body of POST /v1/run: create a sandbox, exec, delete.
