@@ -3,11 +3,12 @@ module github.com/airlockdev/airlock
 go 1.26.8
 
 require (
-	github.com/hashicorp/yamux v0.1.2 // indirect
-	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/opencontainers/runtime-spec v1.3.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/hashicorp/yamux v0.1.2
+	github.com/opencontainers/runtime-spec v1.3.0
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/sys v0.50.0
 )
+
+require github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -122,6 +122,11 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) (err error) {
 	if err := mountOverlay(spec.TemplatePath, l.upper, l.work, l.rootfs); err != nil {
 		return err
 	}
+	if d.cfg.Flavour == GVisor {
+		if err := keepTmpOnRoot(l.rootfs); err != nil {
+			return err
+		}
+	}
 	b, err := json.MarshalIndent(bundleSpec(spec, l.rootfs, l.run, d.cfg.AgentBinary), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode bundle spec: %w", err)

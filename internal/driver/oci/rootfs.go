@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -146,4 +147,24 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// keepTmpOnRoot stops runsc from mounting its own tmpfs on /tmp, which it
+// does only when /tmp is empty. This runsc resolves absolute symlinks
+// wrongly inside any mount but the root (a link to /etc under /tmp lands on
+// the mount's root), and tools put such links in /tmp all the time. With a
+// file in it, /tmp stays on the sandbox's disk layer.
+func keepTmpOnRoot(rootfs string) error {
+	tmp := filepath.Join(rootfs, "tmp")
+	if err := os.MkdirAll(tmp, 0o1777); err != nil {
+		return fmt.Errorf("create /tmp: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o1777|os.ModeSticky); err != nil {
+		return fmt.Errorf("chmod /tmp: %w", err)
+	}
+	keep := filepath.Join(tmp, ".airlock-tmp-on-disk")
+	if err := os.WriteFile(keep, nil, 0o444); err != nil {
+		return fmt.Errorf("mark /tmp: %w", err)
+	}
+	return nil
 }
