@@ -173,6 +173,15 @@ type BuildTemplateRequest struct {
 	Force bool `json:"force,omitempty"`
 }
 
+// TemplateBuildEvent is one NDJSON line of POST /v1/templates/{name}/build:
+// progress lines ("log"), then the built template ("done") or an error.
+type TemplateBuildEvent struct {
+	Type     string     `json:"type"`
+	Line     string     `json:"line,omitempty"`
+	Template *Template  `json:"template,omitempty"`
+	Error    *ErrorBody `json:"error,omitempty"`
+}
+
 // Error codes in ErrorBody.Code.
 const (
 	CodeInvalidArgument   = "invalid_argument"

@@ -525,13 +525,13 @@ func TestBuildTemplate(t *testing.T) {
 		json.NewDecoder(r.Body).Decode(&req)
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		enc := json.NewEncoder(w)
-		enc.Encode(templateBuildEvent{Type: "log", Line: "step 1"})
-		enc.Encode(templateBuildEvent{Type: "log", Line: "step 2"})
+		enc.Encode(api.TemplateBuildEvent{Type: "log", Line: "step 1"})
+		enc.Encode(api.TemplateBuildEvent{Type: "log", Line: "step 2"})
 		if r.PathValue("name") == "bad" {
-			enc.Encode(templateBuildEvent{Type: "error", Error: &api.ErrorBody{Code: api.CodeInvalidArgument, Message: "unknown template bad"}})
+			enc.Encode(api.TemplateBuildEvent{Type: "error", Error: &api.ErrorBody{Code: api.CodeInvalidArgument, Message: "unknown template bad"}})
 			return
 		}
-		enc.Encode(templateBuildEvent{Type: "done", Template: &api.Template{Name: r.PathValue("name"), Builder: map[bool]string{true: "forced", false: "cached"}[req.Force]}})
+		enc.Encode(api.TemplateBuildEvent{Type: "done", Template: &api.Template{Name: r.PathValue("name"), Builder: map[bool]string{true: "forced", false: "cached"}[req.Force]}})
 	})
 	c := newTestClient(t, mux)
 	var progress bytes.Buffer

@@ -22,14 +22,6 @@ func (c *Client) Templates(ctx context.Context) ([]api.Template, error) {
 	return list.Templates, nil
 }
 
-// templateBuildEvent is one NDJSON line of POST /v1/templates/{name}/build.
-type templateBuildEvent struct {
-	Type     string         `json:"type"` // log, done, error
-	Line     string         `json:"line,omitempty"`
-	Template *api.Template  `json:"template,omitempty"`
-	Error    *api.ErrorBody `json:"error,omitempty"`
-}
-
 // BuildTemplate builds the named template, or returns the cached one
 // unless force is set. Build output is written line by line to progress
 // (which may be nil). Building a template can take minutes.
@@ -57,7 +49,7 @@ func (c *Client) BuildTemplate(ctx context.Context, name string, force bool, pro
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var ev templateBuildEvent
+		var ev api.TemplateBuildEvent
 		if err := dec.Decode(&ev); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF

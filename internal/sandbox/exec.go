@@ -103,6 +103,16 @@ func (m *Manager) OutputLimit(req api.ExecRequest) (int64, error) {
 
 // Run creates a sandbox, runs one command in it and deletes it.
 func (m *Manager) Run(ctx context.Context, req api.RunRequest, eio ExecIO) (string, agentproto.ExitStatus, error) {
+	// The sandbox must outlive the command it was made for.
+	if req.Sandbox.TimeoutSeconds == 0 {
+		execTimeout := time.Duration(req.Exec.TimeoutSeconds * float64(time.Second))
+		if execTimeout <= 0 {
+			execTimeout = m.cfg.DefaultExecTimeout
+		}
+		if ttl := execTimeout + time.Minute; ttl > m.cfg.DefaultTimeout {
+			req.Sandbox.TimeoutSeconds = int64(ttl / time.Second)
+		}
+	}
 	sb, err := m.Create(ctx, req.Sandbox)
 	if err != nil {
 		return "", agentproto.ExitStatus{}, err

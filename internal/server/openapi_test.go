@@ -366,7 +366,7 @@ var openapiTypes = []any{
 	api.ErrorBody{},
 	api.ErrorResponse{},
 	api.Info{},
-	TemplateBuildEvent{},
+	api.TemplateBuildEvent{},
 }
 
 type jsonField struct {

@@ -20,15 +20,6 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, api.TemplateList{Templates: tpls})
 }
 
-// TemplateBuildEvent is one NDJSON line of a template build: progress
-// lines, then the built template or an error.
-type TemplateBuildEvent struct {
-	Type     string         `json:"type"` // log, done, error
-	Line     string         `json:"line,omitempty"`
-	Template *api.Template  `json:"template,omitempty"`
-	Error    *api.ErrorBody `json:"error,omitempty"`
-}
-
 // buildTemplate builds a template and streams its progress as NDJSON.
 func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) error {
 	var req api.BuildTemplateRequest
@@ -40,21 +31,21 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	lw := &lineWriter{emit: func(line string) {
-		writeEvent(w, TemplateBuildEvent{Type: "log", Line: line})
+		writeEvent(w, api.TemplateBuildEvent{Type: "log", Line: line})
 	}}
 	tpl, err := s.templates.Build(r.Context(), r.PathValue("name"), req.Force, lw)
 	lw.flush()
 	if err != nil {
-		writeEvent(w, TemplateBuildEvent{Type: "error", Error: errorBody(err)})
+		writeEvent(w, api.TemplateBuildEvent{Type: "error", Error: errorBody(err)})
 		return nil
 	}
-	writeEvent(w, TemplateBuildEvent{Type: "done", Template: &tpl})
+	writeEvent(w, api.TemplateBuildEvent{Type: "done", Template: &tpl})
 	return nil
 }
 
 // writeEvent is called under lineWriter's lock or after the build ends, so
 // writes never interleave.
-func writeEvent(w http.ResponseWriter, ev TemplateBuildEvent) {
+func writeEvent(w http.ResponseWriter, ev api.TemplateBuildEvent) {
 	b, _ := json.Marshal(ev)
 	w.Write(append(b, '\n'))
 	http.NewResponseController(w).Flush()
