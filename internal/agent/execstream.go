@@ -19,6 +19,10 @@ import (
 // pipes open indefinitely; they must not hold the exec open.
 const outputGrace = 100 * time.Millisecond
 
+// maxTimeoutMS is the largest timeout_ms that fits a time.Duration; larger
+// values mean no timeout.
+const maxTimeoutMS = int64(1<<63-1) / int64(time.Millisecond)
+
 // exec runs an exec request on stream s and streams its output until it
 // exits, the timeout passes or the daemon goes away.
 func (a *Agent) exec(ctx context.Context, s io.ReadWriteCloser, w *frameWriter, req agentproto.Request) {
@@ -27,8 +31,8 @@ func (a *Agent) exec(ctx context.Context, s io.ReadWriteCloser, w *frameWriter, 
 		w.fail(err)
 		return
 	}
-	// Whatever happens to the stream from here on, the process must be
-	// waited for; abort makes sure it will not run unattended.
+	// If the pid cannot even be announced the daemon is gone: kill at once,
+	// but still go through the wait below so the exec winds down normally.
 	running := &runningProc{pid: p.pid}
 	if err := w.reply(agentproto.Reply{PID: p.pid}); err != nil {
 		running.kill()
@@ -43,28 +47,31 @@ func (a *Agent) exec(ctx context.Context, s io.ReadWriteCloser, w *frameWriter, 
 	go readInput(s, p.stdin, running, aborted)
 
 	var timeout <-chan time.Time
-	if req.TimeoutMS > 0 {
+	if req.TimeoutMS > 0 && req.TimeoutMS < maxTimeoutMS {
 		t := time.NewTimer(time.Duration(req.TimeoutMS) * time.Millisecond)
 		defer t.Stop()
 		timeout = t.C
 	}
+	// Each way of ending the exec kills the tree once (its channel is then
+	// disabled), and the loop still waits for the exit status: the process
+	// is only gone once the reaper has collected it.
 	var status unix.WaitStatus
 	timedOut := false
+	sessionDone := ctx.Done()
 wait:
 	for {
 		select {
 		case status = <-p.exited:
 			break wait
 		case <-timeout:
-			timedOut = true
-			timeout = nil
+			timeout, timedOut = nil, true
 			running.kill()
 		case <-aborted:
 			aborted = nil
 			running.kill()
-		case <-ctx.Done():
+		case <-sessionDone:
+			sessionDone = nil
 			running.kill()
-			ctx = context.Background() // kill once, then keep waiting
 		}
 	}
 	running.exit()

@@ -312,3 +312,31 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestReadAbandoned checks a reader that stops early does not leave the
+// agent blocked on flow control with the file open.
+func TestReadAbandoned(t *testing.T) {
+	c := newClient(t)
+	path := filepath.Join(t.TempDir(), "big")
+	os.WriteFile(path, make([]byte, 8<<20), 0o644)
+	_, r, err := c.OpenFile(testCtx(t), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Read(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	waitFor(t, func() bool { return !fileOpen(path) })
+}
+
+// fileOpen reports whether this process has path open.
+func fileOpen(path string) bool {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); target == path {
+			return true
+		}
+	}
+	return false
+}
