@@ -179,3 +179,36 @@ func TestPathTraversal(t *testing.T) {
 		})
 	}
 }
+
+func TestDiskLimit(t *testing.T) {
+	d := startDaemon(t, "")
+	for _, rt := range runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			sb := d.newSandbox(t, api.CreateSandboxRequest{Runtime: rt, DiskMB: 64})
+			ctx := testCtx(t, 2*time.Minute)
+			res, err := sb.Exec(ctx, api.ExecRequest{Shell: "dd if=/dev/zero of=/home/user/fill bs=1M count=100 2>&1; echo rc=$?"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(res.Stdout, "No space left") || strings.Contains(res.Stdout, "rc=0") {
+				t.Errorf("filling a 64 MB disk did not fail with ENOSPC: %q", res.Stdout)
+			}
+			if _, err := sb.Exec(ctx, api.ExecRequest{Cmd: []string{"rm", "/home/user/fill"}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = sb.Upload(ctx, "/home/user/big", &randReader{n: 100 << 20, rng: rand.NewChaCha8([32]byte{2})}, 0o644)
+			if !errors.Is(err, client.ErrResourceExhausted) {
+				t.Errorf("100 MB upload into a 64 MB disk: %v, want ErrResourceExhausted", err)
+			}
+			files, err := sb.List(ctx, "/home/user", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				if strings.Contains(f.Name, "big") || strings.Contains(f.Name, "upload") {
+					t.Errorf("failed upload left %s behind", f.Path)
+				}
+			}
+		})
+	}
+}

@@ -115,7 +115,8 @@ func (c *Client) Hello(ctx context.Context) (Reply, error) {
 }
 
 // ExecIO wires an exec's streams. Stdin may be nil (the process gets
-// /dev/null). OnStart, if set, is called with the pid once it runs.
+// /dev/null); it is copied by a goroutine that may still call Read once
+// after Exec returns. OnStart, if set, is called with the pid once it runs.
 type ExecIO struct {
 	Stdin   io.Reader
 	Stdout  io.Writer
@@ -278,17 +279,31 @@ func (c *Client) WriteFile(ctx context.Context, req Request, r io.Reader) (int64
 	if _, err := readReply(ctx, s); err != nil {
 		return 0, err
 	}
+	// The agent replies early if the write fails (disk full), so watch for
+	// its reply while sending instead of pushing the whole body first.
+	final := make(chan replyResult, 1)
+	go func() {
+		rep, err := readReply(ctx, s)
+		final <- replyResult{rep, err}
+	}()
 	buf := make([]byte, ChunkSize)
 	for {
+		select {
+		case res := <-final:
+			if res.err == nil {
+				res.err = errors.New("agentproto: write finished before the upload was sent")
+			}
+			return res.rep.Size, res.err
+		default:
+		}
 		n, rerr := r.Read(buf)
 		if n > 0 {
 			if err := WriteFrame(s, FrameData, buf[:n]); err != nil {
-				// The agent may have failed (disk full) and replied.
-				if rep, rerr := readReply(ctx, s); rerr != nil {
-					return 0, rerr
-				} else {
-					return rep.Size, streamErr(ctx, err)
+				res := <-final
+				if res.err != nil {
+					return 0, res.err
 				}
+				return 0, streamErr(ctx, err)
 			}
 		}
 		if rerr == io.EOF {
@@ -299,10 +314,19 @@ func (c *Client) WriteFile(ctx context.Context, req Request, r io.Reader) (int64
 		}
 	}
 	if err := WriteFrame(s, FrameEOF, nil); err != nil {
+		res := <-final
+		if res.err != nil {
+			return 0, res.err
+		}
 		return 0, streamErr(ctx, err)
 	}
-	rep, err := readReply(ctx, s)
-	return rep.Size, err
+	res := <-final
+	return res.rep.Size, res.err
+}
+
+type replyResult struct {
+	rep Reply
+	err error
 }
 
 // Stat describes path without following a final symlink.
