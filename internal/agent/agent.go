@@ -181,6 +181,15 @@ func (fw *frameWriter) reply(rep agentproto.Reply) error {
 	return err
 }
 
+// replyJSON sends any JSON reply, for operations with their own reply type.
+// Such types should embed or carry `Error *agentproto.WireError` so that
+// fail's replies decode into them too.
+func (fw *frameWriter) replyJSON(v any) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return agentproto.WriteJSON(fw.w, agentproto.FrameReply, v)
+}
+
 // fail sends err as an error reply.
 func (fw *frameWriter) fail(err error) error {
 	return fw.reply(agentproto.Reply{Error: agentproto.ToWire(err)})
