@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlockdev/airlock/internal/reaper"
 	"io"
 	"log/slog"
 	"net"
@@ -62,6 +63,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = DefaultDataDir
+	}
+	// Runtime monitor processes are reparented to the daemon and reaped at
+	// once, not left to the host's init (see package reaper).
+	if err := reaper.Enable(); err != nil {
+		cfg.Log.Warn("cannot become a child subreaper; sandbox deletion may be slow", "err", err)
 	}
 	d, err := Open(ctx, cfg)
 	if err != nil {

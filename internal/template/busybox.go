@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/airlockdev/airlock/internal/reaper"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -35,7 +36,7 @@ func buildBusybox(ctx context.Context, b *buildEnv) ([]string, error) {
 	}
 
 	b.out.Printf("installing applets")
-	list, err := exec.CommandContext(ctx, bb, "--list-full").Output()
+	list, err := reaper.Output(exec.CommandContext(ctx, bb, "--list-full"))
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlockdev/airlock/internal/reaper"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,7 +83,7 @@ func buildDebootstrap(ctx context.Context, b *buildEnv) ([]string, error) {
 	cmd.Stdout, cmd.Stderr = w, w
 
 	b.out.Printf("resolving packages (%s from %s)", b.opts.Suite, b.opts.Mirror)
-	err = cmd.Run()
+	err = reaper.Run(cmd)
 	w.Flush()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlockdev/airlock/internal/reaper"
 	"net"
 	"os"
 	"os/exec"
@@ -179,7 +180,7 @@ func (d *Driver) run(ctx context.Context, logPath string, args ...string) ([]byt
 	defer os.Remove(out.Name())
 	defer out.Close()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, out, out
-	runErr := cmd.Run()
+	runErr := reaper.Run(cmd)
 	b, _ := os.ReadFile(out.Name())
 	if runErr != nil {
 		msg := strings.TrimSpace(string(b))

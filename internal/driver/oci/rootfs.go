@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlockdev/airlock/internal/reaper"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,13 +57,13 @@ func mountDisk(ctx context.Context, image, mnt string, sizeMB int64) error {
 			return fmt.Errorf("size disk image: %w", err)
 		}
 		// No journal (the layer dies with the sandbox), no reserved blocks.
-		if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-O", "^has_journal",
-			"-E", "lazy_itable_init=1,nodiscard", "-m", "0", image).CombinedOutput(); err != nil {
+		if out, err := reaper.CombinedOutput(exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-O", "^has_journal",
+			"-E", "lazy_itable_init=1,nodiscard", "-m", "0", image)); err != nil {
 			return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
 		}
 	}
 	// mount(8) sets up the loop device with autoclear, so unmounting frees it.
-	if out, err := exec.CommandContext(ctx, "mount", "-o", "loop,nodev,nosuid", image, mnt).CombinedOutput(); err != nil {
+	if out, err := reaper.CombinedOutput(exec.CommandContext(ctx, "mount", "-o", "loop,nodev,nosuid", image, mnt)); err != nil {
 		return fmt.Errorf("mount disk image: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
