@@ -28,6 +28,11 @@ type CreateSandboxRequest struct {
 	TimeoutSeconds int64             `json:"timeout_seconds,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
+	// Network is the egress policy; nil means mode none.
+	Network *NetworkPolicy `json:"network,omitempty"`
+	// Secrets names registered secrets the sandbox gets as environment
+	// variables holding placeholders; see NETWORK.md.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Sandbox describes one sandbox.
@@ -44,6 +49,8 @@ type Sandbox struct {
 	TimeoutSeconds int64             `json:"timeout_seconds"`
 	Env            map[string]string `json:"env,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
+	Network        SandboxNetwork    `json:"network"`
+	Secrets        []string          `json:"secrets,omitempty"`
 	CreatedAt      time.Time         `json:"created_at"`
 	ExpiresAt      time.Time         `json:"expires_at"`
 }

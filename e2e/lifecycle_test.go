@@ -58,7 +58,6 @@ func TestDaemonKill9Restart(t *testing.T) {
 	d := startDaemon(t, dataDir)
 	ctx := testCtx(t, 3*time.Minute)
 	kept := map[string]string{}
-	var victim string
 	for _, rt := range rts {
 		sb, err := d.client.CreateSandbox(ctx, api.CreateSandboxRequest{Runtime: rt, Template: "busybox"})
 		if err != nil {
@@ -68,7 +67,6 @@ func TestDaemonKill9Restart(t *testing.T) {
 			t.Fatal(err)
 		}
 		kept[sb.ID] = rt
-		victim = sb.ID
 	}
 	// One more sandbox whose container dies while the daemon is down: it
 	// must be reclaimed, not left as a zombie record.
@@ -102,7 +100,6 @@ func TestDaemonKill9Restart(t *testing.T) {
 	if ms := mountsUnder(filepath.Join(dataDir, "drivers", rts[0], "sandboxes", dead.ID)); len(ms) > 0 {
 		t.Errorf("dead sandbox mounts left: %v", ms)
 	}
-	_ = victim
 }
 
 func TestSecondDaemonRefused(t *testing.T) {

@@ -30,6 +30,7 @@ const (
 )
 
 func main() {
+	agent.RunShimIfRequested() // every exec runs under a copy of this binary
 	dial := flag.String("dial", "unix:/.airlock/run/agent.sock", "daemon address: unix:PATH or tcp:HOST:PORT")
 	user := flag.String("user", "user", "default user for execs and created files")
 	flag.Parse()

@@ -38,6 +38,10 @@ type Config struct {
 	// /etc/group.
 	PasswdFile string
 	GroupFile  string
+	// ShimBinary is the executable started as every command's exec shim
+	// (see shim.go): a binary whose main calls RunShimIfRequested. Default
+	// os.Executable(), the agent itself.
+	ShimBinary string
 }
 
 // Agent serves protocol connections. It is safe for concurrent use; one
@@ -45,6 +49,7 @@ type Config struct {
 type Agent struct {
 	cfg    Config
 	reaper *reaper
+	procs  *procTable // background processes, across connections
 }
 
 // requestTimeout bounds how long a new stream may take to send its
@@ -69,7 +74,10 @@ func New(cfg Config) *Agent {
 	if cfg.GroupFile == "" {
 		cfg.GroupFile = "/etc/group"
 	}
-	return &Agent{cfg: cfg, reaper: getReaper()}
+	if cfg.ShimBinary == "" {
+		cfg.ShimBinary, _ = os.Executable()
+	}
+	return &Agent{cfg: cfg, reaper: getReaper(), procs: newProcTable()}
 }
 
 // Serve runs the agent side of the protocol over conn until the connection
@@ -138,10 +146,19 @@ func (a *Agent) serveStream(ctx context.Context, s *yamux.Stream) {
 		w.reply(agentproto.Reply{Version: agentproto.Version, AgentPID: os.Getpid(), Hostname: a.cfg.Hostname})
 	case agentproto.OpExec:
 		a.exec(ctx, s, w, req)
+	case agentproto.OpProcStart, agentproto.OpProcList, agentproto.OpProcAttach, agentproto.OpProcInput,
+		agentproto.OpProcCloseStdin, agentproto.OpProcSignal, agentproto.OpProcKill, agentproto.OpProcResize:
+		a.serveProc(ctx, s, w, f.Payload)
 	case agentproto.OpRead:
 		a.readFile(s, w, req)
 	case agentproto.OpWrite:
 		a.writeFile(s, w, req)
+	case agentproto.OpTarRead:
+		a.tarRead(ctx, s, w, f.Payload)
+	case agentproto.OpTarWrite:
+		a.tarWrite(ctx, s, w, f.Payload)
+	case agentproto.OpWatch:
+		a.watch(ctx, s, w, f.Payload)
 	case agentproto.OpStat, agentproto.OpList, agentproto.OpMkdir, agentproto.OpRemove, agentproto.OpRename:
 		rep, err := a.fileOp(req)
 		if err != nil {

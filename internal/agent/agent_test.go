@@ -20,6 +20,7 @@ import (
 // TestMain fails the run if any child of the test process is left: every
 // exec must have been reaped by the agent's reaper.
 func TestMain(m *testing.M) {
+	RunShimIfRequested() // the test binary is the exec shim of its agents
 	code := m.Run()
 	if code == 0 {
 		deadline := time.Now().Add(5 * time.Second)

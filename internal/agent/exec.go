@@ -21,31 +21,51 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // and the agent's ends of its stdio pipes.
 type process struct {
 	pid    int
+	tree   *spawned // its shim: tree.kill() kills all the command started
 	exited <-chan unix.WaitStatus
 	stdin  *os.File // nil unless the request asked for stdin
 	stdout *os.File
 	stderr *os.File
 }
 
-// startProcess resolves everything an exec request names (user, env, cwd,
-// executable) and starts it in its own process group.
-func (a *Agent) startProcess(req agentproto.Request) (*process, error) {
-	if len(req.Argv) == 0 || req.Argv[0] == "" {
+// execSpec is a resolved command: what to run, as whom, where.
+type execSpec struct {
+	acct  *account
+	argv0 string // the executable's path
+	argv  []string
+	env   []string
+	cwd   string
+}
+
+// resolveExec resolves everything a request names: user, env (layered
+// over the defaults), cwd and executable.
+func (a *Agent) resolveExec(argv []string, user string, extraEnv []string, cwd string) (*execSpec, error) {
+	if len(argv) == 0 || argv[0] == "" {
 		return nil, fmt.Errorf("exec: empty argv: %w", errdefs.ErrInvalidArgument)
 	}
-	acct, err := a.account(req.User)
+	acct, err := a.account(user)
 	if err != nil {
 		return nil, err
 	}
-	env, err := execEnv(acct, req.Env)
+	env, err := execEnv(acct, extraEnv)
 	if err != nil {
 		return nil, err
 	}
-	cwd, err := execDir(acct, req.Cwd)
+	dir, err := execDir(acct, cwd)
 	if err != nil {
 		return nil, err
 	}
-	argv0, err := lookPath(req.Argv[0], envValue(env, "PATH"), cwd)
+	argv0, err := lookPath(argv[0], envValue(env, "PATH"), dir)
+	if err != nil {
+		return nil, err
+	}
+	return &execSpec{acct: acct, argv0: argv0, argv: argv, env: env, cwd: dir}, nil
+}
+
+// startProcess resolves everything an exec request names and starts it in
+// its own process group.
+func (a *Agent) startProcess(req agentproto.Request) (*process, error) {
+	spec, err := a.resolveExec(req.Argv, req.User, req.Env, req.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -76,24 +96,14 @@ func (a *Agent) startProcess(req agentproto.Request) (*process, error) {
 	}
 	childEnds = append(childEnds, stdoutW, stderrW)
 
-	attr := &syscall.ProcAttr{
-		Dir:   cwd,
-		Env:   env,
-		Files: []uintptr{stdin.Fd(), stdoutW.Fd(), stderrW.Fd()},
-		Sys: &syscall.SysProcAttr{
-			// Its own group, so signals and the final kill reach the
-			// command and its jobs without touching the agent.
-			Setpgid:    true,
-			Credential: acct.credential(),
-		},
-	}
-	pid, exited, err := a.reaper.start(func() (int, error) {
-		return syscall.ForkExec(argv0, req.Argv, attr)
-	})
+	// Under a shim (shim.go), in its own process group, so signals reach
+	// the command and its jobs without touching the agent, and the final
+	// kill reaches everything it started.
+	sp, err := a.spawn(spec, [3]*os.File{stdin, stdoutW, stderrW}, spawnOpts{})
 	if err != nil {
 		return fail(startError(req.Argv[0], err))
 	}
-	p.pid, p.exited = pid, exited
+	p.pid, p.tree, p.exited = sp.pid, sp, sp.exited
 	return &p, nil
 }
 

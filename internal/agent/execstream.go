@@ -33,7 +33,7 @@ func (a *Agent) exec(ctx context.Context, s io.ReadWriteCloser, w *frameWriter, 
 	}
 	// If the pid cannot even be announced the daemon is gone: kill at once,
 	// but still go through the wait below so the exec winds down normally.
-	running := &runningProc{pid: p.pid}
+	running := &runningProc{pid: p.pid, tree: p.tree}
 	if err := w.reply(agentproto.Reply{PID: p.pid}); err != nil {
 		running.kill()
 	}
@@ -90,13 +90,20 @@ wait:
 type runningProc struct {
 	mu     sync.Mutex
 	pid    int
+	tree   *spawned // set when started by spawn (under an exec shim)
 	exited bool
 }
 
+// kill kills everything the process started: all the shim's processes
+// when it was spawned under one, else pid's group and descendants.
 func (r *runningProc) kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.exited {
+		if r.tree != nil {
+			r.tree.kill()
+			return
+		}
 		killTree(r.pid)
 	}
 }

@@ -12,6 +12,11 @@ import (
 // including those that moved to another group or session (setsid, daemons
 // started with their own group), so nothing an exec started outlives it.
 //
+// A double-forked daemon is reparented away from the command, out of
+// reach of this walk: for a process started by spawn (shim.go) use
+// spawned.kill, which kills all the exec's processes wherever they went.
+// runningProc.kill picks the right one.
+//
 // Descendants are found through /proc ppid links. Killing a parent breaks
 // those links (its children are reparented), and processes keep forking
 // while we look, so the tree is first frozen with SIGSTOP, re-scanning

@@ -23,6 +23,7 @@ type account struct {
 	GID    uint32
 	Groups []uint32 // supplementary groups, primary gid included
 	Home   string
+	Shell  string // login shell, may be empty
 }
 
 // credential returns the credential to start a process as a, or nil when
@@ -88,7 +89,7 @@ func findPasswd(file string, match func(fields []string) bool) (*account, error)
 		if err1 != nil || err2 != nil {
 			return true // a malformed line cannot be the user we run as
 		}
-		found = &account{Name: f[0], UID: uint32(uid), GID: uint32(gid), Home: f[5]}
+		found = &account{Name: f[0], UID: uint32(uid), GID: uint32(gid), Home: f[5], Shell: f[6]}
 		return false
 	})
 	return found, err

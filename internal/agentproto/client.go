@@ -50,9 +50,10 @@ func (c *Client) Close() error { return c.sess.Close() }
 // Done is closed when the connection is gone.
 func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
 
-// stream opens a stream, sends req and arranges for ctx cancellation to
-// abort it. The returned stop must be called when the stream is finished.
-func (c *Client) stream(ctx context.Context, req Request) (*yamux.Stream, func(), error) {
+// stream opens a stream, sends req (a Request or an operation's own
+// request type) and arranges for ctx cancellation to abort it. The
+// returned stop must be called when the stream is finished.
+func (c *Client) stream(ctx context.Context, req any) (*yamux.Stream, func(), error) {
 	if c.sess.IsClosed() {
 		return nil, nil, fmt.Errorf("%w: %w", errdefs.ErrUnavailable, ErrClosed)
 	}

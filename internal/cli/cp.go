@@ -45,14 +45,21 @@ func parseCpSpec(arg string) (cpSpec, error) {
 }
 
 func newCpCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cp SRC DST",
-		Short: "Copy a file into or out of a sandbox",
+	var recursive bool
+	cmd := &cobra.Command{
+		Use:   "cp [-r] SRC DST",
+		Short: "Copy a file or directory into or out of a sandbox",
 		Long: "Copy a file between the local machine and a sandbox. Exactly one of SRC and DST is\n" +
 			"ID:/path. A local '-' is stdin (as SRC) or stdout (as DST). Copying to a directory\n" +
-			"keeps the source's file name.",
+			"keeps the source's file name.\n\n" +
+			"With -r, directories are copied too (as a tar stream): into DST/NAME when DST is an\n" +
+			"existing directory, else to DST itself; a SRC ending in /. copies its contents into DST.\n" +
+			"Symlinks are copied as links. Extraction on either side refuses entries that would\n" +
+			"land outside DST.",
 		Example: "  airlock cp data.csv sb-123:/home/user/data.csv\n" +
 			"  airlock cp sb-123:/home/user/out.png .\n" +
+			"  airlock cp -r ./project sb-123:/home/user/\n" +
+			"  airlock cp -r sb-123:/home/user/project/out ./results\n" +
 			"  tar cz src | airlock cp - sb-123:/tmp/src.tgz\n" +
 			"  airlock cp sb-123:/etc/os-release -",
 		Args: argsUsage(cobra.ExactArgs(2)),
@@ -71,12 +78,17 @@ func newCpCmd(a *app) *cobra.Command {
 			case !src.remote() && !dst.remote():
 				return usagef("one of SRC and DST must be a sandbox path, ID:/path")
 			}
+			if recursive {
+				return copyDir(cmd, a, src, dst)
+			}
 			if dst.remote() {
 				return upload(cmd, a, src.Path, dst)
 			}
 			return download(cmd, a, src, dst.Path)
 		},
 	}
+	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy directories recursively")
+	return cmd
 }
 
 // upload copies a local file (or stdin) into a sandbox, streaming it.
@@ -104,7 +116,7 @@ func upload(cmd *cobra.Command, a *app, local string, dst cpSpec) error {
 			return err
 		}
 		if fi.IsDir() {
-			return fmt.Errorf("%s is a directory; copying directories is not supported yet (use tar)", local)
+			return fmt.Errorf("%s is a directory (use -r to copy directories)", local)
 		}
 		r, mode, name = f, fi.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky), filepath.Base(local)
 	}
@@ -151,7 +163,7 @@ func download(cmd *cobra.Command, a *app, src cpSpec, local string) (err error) 
 		return err
 	}
 	if fi.Type == "dir" {
-		return fmt.Errorf("%s:%s is a directory; copying directories is not supported yet (use tar)", src.ID, src.Path)
+		return fmt.Errorf("%s:%s is a directory (use -r to copy directories)", src.ID, src.Path)
 	}
 	if local == "-" {
 		_, err := sb.Download(ctx, src.Path, cmd.OutOrStdout())

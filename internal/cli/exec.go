@@ -86,6 +86,7 @@ func finish(cmd *cobra.Command, res api.ExecResult) error {
 
 func newExecCmd(a *app) *cobra.Command {
 	var f execFlags
+	var d detachFlags
 	cmd := &cobra.Command{
 		Use:   "exec [flags] ID [--] CMD [ARGS...]",
 		Short: "Run a command in a sandbox",
@@ -94,7 +95,8 @@ func newExecCmd(a *app) *cobra.Command {
 		Example: "  airlock exec sb-123 python3 -c 'print(42)'\n" +
 			"  airlock exec --env DEBUG=1 --cwd /tmp sb-123 -- ls -la\n" +
 			"  airlock exec --shell sb-123 'cd /srv && make test | tail -5'\n" +
-			"  echo hi | airlock exec -i sb-123 cat",
+			"  echo hi | airlock exec -i sb-123 cat\n" +
+			"  airlock exec -d --tag web sb-123 python3 -m http.server",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("requires a sandbox ID and a command")
@@ -105,6 +107,9 @@ func newExecCmd(a *app) *cobra.Command {
 			argv, err := commandArgs(args[1:])
 			if err != nil {
 				return err
+			}
+			if d.detach || d.tag != "" {
+				return d.run(cmd, a, args[0], argv, &f)
 			}
 			ctx := cmd.Context()
 			sb, err := a.sandbox(ctx, args[0])
@@ -123,6 +128,7 @@ func newExecCmd(a *app) *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags())
+	d.register(cmd)
 	return cmd
 }
 

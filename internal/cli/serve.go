@@ -18,6 +18,7 @@ func newServeCmd() *cobra.Command {
 		rt      runtimeFlag
 		timeout = durationFlag{d: defaultSandboxTTL}
 		noBuild bool
+		pool    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
@@ -37,6 +38,9 @@ func newServeCmd() *cobra.Command {
 				cfg.BuildTemplates = []string{"base"}
 			}
 			cfg.Progress = cmd.ErrOrStderr()
+			if err := parsePool(pool, &cfg.Network); err != nil {
+				return err
+			}
 			return daemon.Run(cmd.Context(), cfg)
 		},
 	}
@@ -48,5 +52,6 @@ func newServeCmd() *cobra.Command {
 	fs.Var(&timeout, "timeout", "default sandbox time-to-live, e.g. 15m, 2h, or seconds")
 	fs.BoolVar(&noBuild, "no-build", false, "do not build the base template at startup")
 	fs.StringVar(&cfg.AgentBinary, "agent", "", "path of the airlock-agent binary (default: beside airlock, then $PATH)")
+	addNetworkFlags(cmd, &cfg.Network, &pool)
 	return cmd
 }

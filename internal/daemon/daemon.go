@@ -18,7 +18,9 @@ import (
 
 	"github.com/airlockdev/airlock/api"
 	"github.com/airlockdev/airlock/internal/driver/oci"
+	"github.com/airlockdev/airlock/internal/network"
 	"github.com/airlockdev/airlock/internal/sandbox"
+	"github.com/airlockdev/airlock/internal/secrets"
 	"github.com/airlockdev/airlock/internal/server"
 	"github.com/airlockdev/airlock/internal/store"
 	"github.com/airlockdev/airlock/internal/template"
@@ -44,6 +46,7 @@ type Config struct {
 	// BuildTemplates are built before serving when not cached.
 	BuildTemplates []string
 	Sandbox        sandbox.Config
+	Network        NetworkConfig
 	Log            *slog.Logger
 	// Progress receives template build output (default stderr).
 	Progress io.Writer
@@ -103,6 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 type Daemon struct {
 	store     *store.Store
 	templates *template.Store
+	network   *network.Manager
 	manager   *sandbox.Manager
 	handler   http.Handler
 }
@@ -173,10 +177,14 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	secretReg := secrets.New(st)
+	if err := d.openNetwork(cfg, secretReg); err != nil {
+		return nil, err
+	}
 	if err := d.manager.Start(ctx); err != nil {
 		return nil, fmt.Errorf("recover sandboxes: %w", err)
 	}
-	d.handler = server.New(d.manager, templateAPI{d.templates}, cfg.Log)
+	d.handler = server.New(d.manager, templateAPI{d.templates}, cfg.Log).WithSecrets(secretReg)
 	ok = true
 	return d, nil
 }
@@ -192,6 +200,9 @@ func (d *Daemon) Manager() *sandbox.Manager { return d.manager }
 func (d *Daemon) Close() {
 	if d.manager != nil {
 		d.manager.Close()
+	}
+	if d.network != nil {
+		d.network.Close()
 	}
 	d.store.Close()
 }

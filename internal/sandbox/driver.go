@@ -16,6 +16,7 @@ type Spec struct {
 	MemoryMB     int64
 	DiskMB       int64
 	PidsLimit    int64
+	Network      *NetworkAttachment // nil: no network (loopback only)
 }
 
 // Status is what a driver knows about a sandbox.

@@ -42,6 +42,7 @@ type Manager struct {
 	store     Store
 	templates Templates
 	drivers   map[string]Driver
+	network   Network // nil: networking disabled
 	log       *slog.Logger
 
 	mu   sync.Mutex
@@ -116,6 +117,11 @@ func (m *Manager) Create(ctx context.Context, req api.CreateSandboxRequest) (api
 	if err != nil {
 		return api.Sandbox{}, err
 	}
+	policy, err := m.resolveNetwork(req)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	sb.Secrets = req.Secrets
 	drv := m.drivers[sb.Runtime]
 	rootfs, err := m.templates.RootFS(sb.Template)
 	if err != nil {
@@ -139,7 +145,11 @@ func (m *Manager) Create(ctx context.Context, req api.CreateSandboxRequest) (api
 		}
 		return api.Sandbox{}, err
 	}
-	if err := drv.Start(ctx, m.spec(sb, rootfs)); err != nil {
+	spec := m.spec(sb, rootfs)
+	if err := m.attachNetwork(ctx, &sb, policy, &spec); err != nil {
+		return fail(err)
+	}
+	if err := drv.Start(ctx, spec); err != nil {
 		return fail(fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err))
 	}
 	l := m.adopt(sb, drv)
@@ -260,6 +270,9 @@ func (m *Manager) destroy(ctx context.Context, id, runtime string) error {
 		if err := drv.Destroy(ctx, id); err != nil {
 			return fmt.Errorf("destroy sandbox %s: %w", id, err)
 		}
+	}
+	if err := m.detachNetwork(ctx, id); err != nil {
+		return fmt.Errorf("destroy sandbox %s network: %w", id, err)
 	}
 	if err := m.store.DeleteSandbox(id); err != nil {
 		return fmt.Errorf("forget sandbox %s: %w", id, err)

@@ -50,6 +50,15 @@ func (m *Manager) recover(ctx context.Context) error {
 			}
 		}()
 	}
+	for _, id := range m.readoptNetworks(ctx, recs, keep) {
+		delete(keep, id)
+		m.mu.Lock()
+		l := m.live[id]
+		m.mu.Unlock()
+		if err := m.destroy(ctx, id, l.rec.Runtime); err != nil {
+			m.log.Error("reclaim sandbox", "id", id, "err", err)
+		}
+	}
 	var errs []error
 	for name, drv := range m.drivers {
 		sw, ok := drv.(Sweeper)

@@ -360,6 +360,8 @@ var openapiTypes = []any{
 	api.MkdirRequest{},
 	api.RenameRequest{},
 	api.UploadResult{},
+	api.FileEvent{},
+	api.TarResult{},
 	api.Template{},
 	api.TemplateList{},
 	api.BuildTemplateRequest{},
@@ -367,6 +369,14 @@ var openapiTypes = []any{
 	api.ErrorResponse{},
 	api.Info{},
 	api.TemplateBuildEvent{},
+	api.StartProcessRequest{},
+	api.PTYSize{},
+	api.Process{},
+	api.ProcessList{},
+	api.ProcessEvent{},
+	api.SignalRequest{},
+	api.StdinResult{},
+	api.PTYMessage{},
 }
 
 type jsonField struct {

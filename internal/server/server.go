@@ -29,6 +29,8 @@ type Sandboxes interface {
 	OutputLimit(req api.ExecRequest) (int64, error)
 	Run(ctx context.Context, req api.RunRequest, eio sandbox.ExecIO) (string, agentproto.ExitStatus, error)
 	Agent(ctx context.Context, id string) (*agentproto.Client, error)
+	StartProcess(ctx context.Context, id string, req api.StartProcessRequest) (agentproto.ProcInfo, error)
+	SetNetworkPolicy(ctx context.Context, id string, p api.NetworkPolicy) (api.Sandbox, error)
 	Runtimes() []string
 	Config() sandbox.Config
 }
@@ -49,6 +51,7 @@ var openapiDoc []byte
 type Server struct {
 	sandboxes Sandboxes
 	templates Templates
+	secrets   Secrets // nil: secrets brokering disabled
 	log       *slog.Logger
 	mux       *http.ServeMux
 }
@@ -100,6 +103,22 @@ func (s *Server) Routes() []Route {
 		{"GET", "/v1/sandboxes/{id}/files/list", s.listFiles},
 		{"POST", "/v1/sandboxes/{id}/files/mkdir", s.mkdir},
 		{"POST", "/v1/sandboxes/{id}/files/rename", s.rename},
+		{"GET", "/v1/sandboxes/{id}/files/watch", s.watchFiles},
+		{"GET", "/v1/sandboxes/{id}/files/tar", s.downloadTar},
+		{"PUT", "/v1/sandboxes/{id}/files/tar", s.uploadTar},
+		{"POST", "/v1/sandboxes/{id}/processes", s.startProcess},
+		{"GET", "/v1/sandboxes/{id}/processes", s.listProcesses},
+		{"GET", "/v1/sandboxes/{id}/processes/{sel}/output", s.processOutput},
+		{"POST", "/v1/sandboxes/{id}/processes/{sel}/stdin", s.processStdin},
+		{"POST", "/v1/sandboxes/{id}/processes/{sel}/stdin/close", s.closeProcessStdin},
+		{"POST", "/v1/sandboxes/{id}/processes/{sel}/signal", s.signalProcess},
+		{"DELETE", "/v1/sandboxes/{id}/processes/{sel}", s.killProcess},
+		{"GET", "/v1/sandboxes/{id}/pty", s.pty},
+		{"PUT", "/v1/sandboxes/{id}/network", s.setNetwork},
+		{"POST", "/v1/secrets", s.putSecret},
+		{"GET", "/v1/secrets", s.listSecrets},
+		{"GET", "/v1/secrets/{name}", s.getSecret},
+		{"DELETE", "/v1/secrets/{name}", s.deleteSecret},
 		{"POST", "/v1/run", s.run},
 		{"GET", "/v1/templates", s.listTemplates},
 		{"POST", "/v1/templates/{name}/build", s.buildTemplate},

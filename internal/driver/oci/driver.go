@@ -128,7 +128,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) (err error) {
 			return err
 		}
 	}
-	b, err := json.MarshalIndent(bundleSpec(spec, l.rootfs, l.run, d.cfg.AgentBinary), "", "  ")
+	b, err := json.MarshalIndent(withNetwork(d.harden(bundleSpec(spec, l.rootfs, l.run, d.cfg.AgentBinary)), spec.Network), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode bundle spec: %w", err)
 	}
@@ -143,7 +143,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) (err error) {
 	if d.cfg.Flavour == Runc {
 		args = []string{"run", "-d", "--bundle", l.bundle, containerID(spec.ID)}
 	}
-	if _, err := d.run(ctx, l.log, args...); err != nil {
+	if _, err := d.runNet(ctx, l.log, spec.Network != nil, args...); err != nil {
 		return fmt.Errorf("start sandbox: %w", err)
 	}
 	return nil
@@ -160,6 +160,7 @@ func (d *Driver) globalFlags(logPath string) []string {
 		// network=none: no network stack at all by default. host-uds=open
 		// lets the agent dial the daemon's socket, nothing more.
 		f = append(f, "--network=none", "--host-uds=open", "--overlay2=none")
+		f = append(f, gvisorHardeningFlags...)
 	}
 	return append(f, d.cfg.ExtraFlags...)
 }
@@ -167,7 +168,13 @@ func (d *Driver) globalFlags(logPath string) []string {
 // run invokes the runtime. Its stdio is /dev/null: a detached sandbox
 // inherits the runtime's stdio, and a pipe would keep this call waiting.
 func (d *Driver) run(ctx context.Context, logPath string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, d.cfg.Binary, append(d.globalFlags(logPath), args...)...)
+	return d.runNet(ctx, logPath, false, args...)
+}
+
+// runNet is run for a command that may start a networked sandbox.
+func (d *Driver) runNet(ctx context.Context, logPath string, networked bool, args ...string) ([]byte, error) {
+	name, argv := d.commandLine(logPath, networked, args)
+	cmd := exec.CommandContext(ctx, name, argv...)
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err

@@ -17,8 +17,12 @@ const (
 // capabilities of the agent (PID 1, uid 0 inside the sandbox). Processes it
 // starts as the default non-root user lose all of them on setuid; processes
 // run as root get at most these. Docker's default set minus MKNOD, NET_RAW,
-// SETFCAP, SETPCAP, SYS_CHROOT and AUDIT_WRITE.
+// SETFCAP, SYS_CHROOT and AUDIT_WRITE. CAP_SETPCAP stays for the agent
+// alone: its exec shim uses it to empty the bounding set of every process
+// it starts as a non-root user, and drops it from the bounding set of
+// processes run as root (internal/agent/shim.go).
 var capabilities = []string{
+	"CAP_SETPCAP",
 	"CAP_CHOWN",
 	"CAP_DAC_OVERRIDE",
 	"CAP_FOWNER",
