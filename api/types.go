@@ -25,6 +25,7 @@ type CreateSandboxRequest struct {
 	CPUs           float64           `json:"cpus,omitempty"`
 	MemoryMB       int64             `json:"memory_mb,omitempty"`
 	DiskMB         int64             `json:"disk_mb,omitempty"`
+	PidsLimit      int64             `json:"pids_limit,omitempty"`
 	TimeoutSeconds int64             `json:"timeout_seconds,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
@@ -88,6 +89,7 @@ type ExecResult struct {
 	ExitCode        int     `json:"exit_code"`
 	Signal          string  `json:"signal,omitempty"`
 	TimedOut        bool    `json:"timed_out"`
+	OOMKilled       bool    `json:"oom_killed"` // the sandbox hit its memory limit and the kernel killed the command
 	StdoutTruncated bool    `json:"stdout_truncated"`
 	StderrTruncated bool    `json:"stderr_truncated"`
 	DurationMS      float64 `json:"duration_ms"`

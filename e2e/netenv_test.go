@@ -93,10 +93,10 @@ func newTestInternet(t *testing.T) *testInternet {
 		run("ip", "-n", ti.ns, "addr", "add", a+"/32", "dev", "lo")
 	}
 	run("ip", "-n", ti.ns, "route", "add", "default", "via", inetHostEnd)
-	run("ip", "route", "add", "198.51.100.0/24", "via", inetNSEnd)
+	run("ip", "route", "replace", "198.51.100.0/24", "via", inetNSEnd)
 	// Metadata traffic that got past the rules would land here, in the
 	// test's own namespace, never on a real network.
-	run("ip", "route", "add", metadataIP+"/32", "via", inetNSEnd)
+	run("ip", "route", "replace", metadataIP+"/32", "via", inetNSEnd)
 
 	ca, caKey := newTestCA(t)
 	ti.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})

@@ -246,6 +246,8 @@ func TestTarRefused(t *testing.T) {
 	for i := range many {
 		many[i] = tarFile(strings.Repeat("f", i+1), "x")
 	}
+	big := make([]byte, 32<<20)
+	rand.NewChaCha8([32]byte{5}).Read(big)
 	var zeros bytes.Buffer
 	zw := gzip.NewWriter(&zeros)
 	zw.Write(makeTarball(t, tarEntry{name: "bomb", typ: tar.TypeReg, body: string(make([]byte, 64<<20))}))
@@ -265,6 +267,7 @@ func TestTarRefused(t *testing.T) {
 		{"symlink chain up", makeTarball(t, sym("q", "."), sym("p", "q/..")), nil, client.ErrInvalidArgument, []string{"/home/user/t/p", "/home/user/t/q"}},
 		{"too many entries", makeTarball(t, many...), []client.TarOption{client.TarMaxEntries(50)}, client.ErrResourceExhausted, []string{"/home/user/t/f"}},
 		{"too many bytes", makeTarball(t, tarFile("a", strings.Repeat("a", 600)), tarFile("b", strings.Repeat("b", 600))), []client.TarOption{client.TarMaxBytes(1000)}, client.ErrResourceExhausted, []string{"/home/user/t/a", "/home/user/t/b"}},
+		{"too many bytes, refused midway", makeTarball(t, tarFile("small", "x"), tarEntry{name: "big", typ: tar.TypeReg, body: string(big)}), []client.TarOption{client.TarMaxBytes(1 << 20)}, client.ErrResourceExhausted, []string{"/home/user/t/small", "/home/user/t/big"}},
 		{"gzip bomb", zeros.Bytes(), []client.TarOption{client.TarGzip(), client.TarMaxBytes(1 << 20)}, client.ErrResourceExhausted, []string{"/home/user/t/bomb"}},
 	}
 	for _, rt := range runtimes(t) {

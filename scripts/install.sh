@@ -15,7 +15,7 @@ if ! command -v go >/dev/null; then
 	exit 1
 fi
 
-pkgs=(runc runsc debootstrap busybox-static e2fsprogs iproute2 ca-certificates tmux)
+pkgs=(runc runsc debootstrap busybox-static e2fsprogs iproute2 ca-certificates tmux nftables util-linux)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

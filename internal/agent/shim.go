@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockdev/airlock/internal/errdefs"
 )
 
 // Every command the agent runs is started by a shim: the agent binary
@@ -113,9 +115,13 @@ func runShim() int {
 		}
 		sys.Credential = &syscall.Credential{Uid: spec.UID, Gid: spec.GID, Groups: groups}
 	}
+	// The command inherits the highest OOM score: when the sandbox runs
+	// out of memory, the kernel kills its processes, not the agent's.
+	restore := raiseOOMScore()
 	pid, err := syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
 		Dir: spec.Dir, Env: spec.Env, Files: []uintptr{shimStdio, shimStdio + 1, shimStdio + 2}, Sys: sys,
 	})
+	restore()
 	for fd := shimStdio; fd < shimControl; fd++ {
 		syscall.Close(fd)
 	}
@@ -139,6 +145,18 @@ func runShim() int {
 			ctl.Close()
 		}
 	}
+}
+
+// raiseOOMScore sets the process's oom_score_adj to the maximum and
+// returns a function that puts the old value back (lowering it again is
+// allowed down to the value a privileged process last set).
+func raiseOOMScore() func() {
+	const path = "/proc/self/oom_score_adj"
+	old, err := os.ReadFile(path)
+	if err != nil || os.WriteFile(path, []byte("1000"), 0) != nil {
+		return func() {}
+	}
+	return func() { _ = os.WriteFile(path, old, 0) }
 }
 
 // closeOnExecAbove marks every descriptor above fd close-on-exec, so the
@@ -246,7 +264,9 @@ func (a *Agent) spawn(spec *execSpec, stdio [3]*os.File, opts spawnOpts) (*spawn
 	}
 	attr := &syscall.ProcAttr{
 		Dir: "/",
-		Env: []string{}, // the shim needs none; the command's is in the spec
+		// The command's env is in the spec. One P keeps the shim at a few
+		// threads, which count against the sandbox's pids limit.
+		Env: []string{"GOMAXPROCS=1"},
 		Files: []uintptr{devnull.Fd(), devnull.Fd(), devnull.Fd(),
 			stdio[0].Fd(), stdio[1].Fd(), stdio[2].Fd(), theirs.Fd()},
 		// Its own group, apart from the agent's and the command's.
@@ -273,7 +293,10 @@ func (a *Agent) spawn(spec *execSpec, stdio [3]*os.File, opts spawnOpts) (*spawn
 	case err != nil:
 		killExec(shimPid, 0)
 		ours.Close()
-		return nil, fmt.Errorf("exec shim: %w", err)
+		// The shim only dies this early when the sandbox is out of pids
+		// or memory (the Go runtime cannot start its threads).
+		return nil, &kindError{msg: fmt.Sprintf("exec shim failed before starting the command (%v): the sandbox may be at its pids or memory limit", err),
+			kind: errdefs.ErrResourceExhausted}
 	case first.Errno != 0:
 		ours.Close()
 		return nil, syscall.Errno(first.Errno)

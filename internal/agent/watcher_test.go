@@ -172,13 +172,20 @@ func TestWatcherOverflow(t *testing.T) {
 		t.Skip("cannot find a small enough inotify queue to overflow")
 	}
 	root := t.TempDir()
-	w, err := newWatcher(root, true, maxWatchDirs)
-	must(t, err)
-	// Fill the queue before anyone reads it.
-	for i := range max + 10 {
+	var files [2]*os.File
+	for i := range files {
 		f, err := os.Create(filepath.Join(root, fmt.Sprint(i)))
 		must(t, err)
-		f.Close()
+		defer f.Close()
+		files[i] = f
+	}
+	w, err := newWatcher(root, true, maxWatchDirs)
+	must(t, err)
+	// Fill the queue before anyone reads it: writes alternating between
+	// two files, so the kernel cannot fold them into one event.
+	for i := range max + 10 {
+		_, err := files[i%2].Write([]byte{'x'})
+		must(t, err)
 	}
 	ch, _ := runWatcher(t, w)
 	timeout := time.After(10 * time.Second)

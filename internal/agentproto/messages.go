@@ -67,6 +67,9 @@ type ExitStatus struct {
 	Code     int    `json:"code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
+	// OOMKilled is set by the daemon from the sandbox's memory cgroup; the
+	// agent cannot tell an OOM kill from any other SIGKILL.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // Control is a mid-stream message from the daemon on an exec stream.

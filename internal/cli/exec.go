@@ -75,6 +75,9 @@ func finish(cmd *cobra.Command, res api.ExecResult) error {
 	if res.TimedOut {
 		fmt.Fprintln(cmd.ErrOrStderr(), "airlock: command timed out")
 	}
+	if res.OOMKilled {
+		fmt.Fprintln(cmd.ErrOrStderr(), "airlock: command killed: the sandbox ran out of memory")
+	}
 	if res.ExitCode != 0 {
 		return exitCode(res.ExitCode)
 	}

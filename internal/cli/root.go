@@ -151,6 +151,8 @@ func newRootCmd() *cobra.Command {
 		newInspectCmd(a),
 		newRmCmd(a),
 		newTimeoutCmd(a),
+		newNetworkCmd(a),
+		newSecretCmd(a),
 		newTemplateCmd(a),
 		newVersionCmd(),
 	)

@@ -21,6 +21,8 @@ func newCreateCmd(a *app) *cobra.Command {
 		cpus     float64
 		memory   int64
 		disk     int64
+		pids     int64
+		net      netFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
@@ -39,9 +41,12 @@ func newCreateCmd(a *app) *cobra.Command {
 				CPUs:           cpus,
 				MemoryMB:       memory,
 				DiskMB:         disk,
+				PidsLimit:      pids,
 				TimeoutSeconds: ceilSeconds(timeout.d),
 				Env:            env.Map(),
 				Labels:         labels.Map(),
+				Network:        net.policy(),
+				Secrets:        net.secrets,
 			})
 			if err != nil {
 				return err
@@ -59,6 +64,8 @@ func newCreateCmd(a *app) *cobra.Command {
 	fs.Float64Var(&cpus, "cpus", 0, "CPU limit, e.g. 0.5 or 2 (default: the daemon's, 1)")
 	fs.Int64Var(&memory, "memory", 0, "memory limit in MB (default: the daemon's, 512)")
 	fs.Int64Var(&disk, "disk", 0, "disk limit in MB (default: the daemon's, 2048)")
+	fs.Int64Var(&pids, "pids", 0, "maximum number of processes (default: the daemon's, 1024)")
+	net.register(fs)
 	return cmd
 }
 

@@ -19,13 +19,11 @@ type NetworkConfig struct {
 	EgressCAFile string
 }
 
-// openNetwork sets up sandbox networking unless disabled. A host that
+// openNetwork sets up sandbox networking. Disabled, it still resumes and
+// cleans up the networks of sandboxes an earlier run created. A host that
 // cannot do it (no nftables) still serves sandboxes in mode none.
 func (d *Daemon) openNetwork(cfg Config, secrets network.Secrets) error {
 	nc := cfg.Network
-	if nc.Disabled {
-		return nil
-	}
 	// Secrets and sandbox CA keys are stored here in clear.
 	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		cfg.Log.Warn("data directory is readable by other users; it holds secrets, make it 0700", "dir", cfg.DataDir, "mode", fi.Mode().Perm().String())
@@ -40,7 +38,7 @@ func (d *Daemon) openNetwork(cfg Config, secrets network.Secrets) error {
 	}
 	nm, err := network.New(network.Config{
 		Dir: filepath.Join(cfg.DataDir, "network"), Pool: nc.Pool, DNSServers: nc.DNSServers,
-		ExtraRootCAs: extra, Log: cfg.Log,
+		ExtraRootCAs: extra, Disabled: nc.Disabled, Log: cfg.Log,
 	}, secrets)
 	if err != nil {
 		cfg.Log.Warn("sandbox networking unavailable; only network mode none", "err", err)

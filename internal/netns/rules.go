@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"text/template"
+
+	"github.com/airlockdev/airlock/internal/reaper"
 )
 
 // Rule modes. Blocked is a networked sandbox whose policy is now "none":
@@ -138,13 +140,13 @@ func DeleteTable(ctx context.Context, table string) error {
 
 // TableExists reports whether the table is installed.
 func TableExists(ctx context.Context, table string) bool {
-	return exec.CommandContext(ctx, "nft", "list", "table", "inet", table).Run() == nil
+	return reaper.Run(exec.CommandContext(ctx, "nft", "list", "table", "inet", table)) == nil
 }
 
 func nft(ctx context.Context, script string) error {
 	cmd := exec.CommandContext(ctx, "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(script)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := reaper.CombinedOutput(cmd); err != nil {
 		return fmt.Errorf("nft: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil

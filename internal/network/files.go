@@ -77,7 +77,7 @@ func readInRoot(root, path string) ([]byte, error) {
 	}
 	defer unix.Close(dirfd)
 	fd, err := unix.Openat2(dirfd, path, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if errors.Is(err, unix.ENOENT) {

@@ -36,7 +36,10 @@ type Config struct {
 	DNSServers []string     // upstream DNS (default: the host's resolv.conf)
 	// ExtraRootCAs (PEM) are trusted for upstream TLS besides the system's.
 	ExtraRootCAs []byte
-	Log          *slog.Logger
+	// Disabled refuses new networked sandboxes; existing ones are still
+	// resumed, changed and cleaned up.
+	Disabled bool
+	Log      *slog.Logger
 }
 
 // Secrets looks up registered secrets.
@@ -126,6 +129,9 @@ func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir(id), "ne
 
 // Attach creates the sandbox's namespace, link, rules and services.
 func (m *Manager) Attach(ctx context.Context, req sandbox.NetworkRequest) (_ *sandbox.NetworkAttachment, err error) {
+	if m.cfg.Disabled {
+		return nil, fmt.Errorf("%w: this daemon has sandbox networking disabled (--no-network); only network mode none is available", errdefs.ErrInvalidArgument)
+	}
 	st := state{ID: req.ID, Placeholders: map[string]string{}}
 	for _, name := range req.Secrets {
 		if _, _, err := m.secrets.Value(name); err != nil {
@@ -232,6 +238,10 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	if ok {
 		a.proxy.Close()
 		a.dns.Close()
+	} else if _, err := os.Stat(m.dir(id)); errors.Is(err, os.ErrNotExist) {
+		// The state directory goes last, so without it there is nothing
+		// else: a sandbox without a network.
+		return nil
 	}
 	var errs []error
 	if err := netns.DeleteTable(ctx, tableName(id)); err != nil {

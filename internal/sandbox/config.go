@@ -23,10 +23,12 @@ type Config struct {
 	MaxMemoryMB         int64
 	DefaultDiskMB       int64
 	MaxDiskMB           int64
-	PidsLimit           int64
+	PidsLimit           int64 // default pids limit of a sandbox
+	MaxPidsLimit        int64
 	DefaultExecTimeout  time.Duration
 	DefaultOutputBytes  int64 // per stream, buffered exec
 	MaxOutputBytes      int64
+	MaxStreamBytes      int64 // per stream, streamed exec: the rest is discarded
 	AgentConnectTimeout time.Duration
 }
 
@@ -62,8 +64,10 @@ func (c Config) withDefaults() Config {
 	defInt(&c.DefaultDiskMB, 2048)
 	defInt(&c.MaxDiskMB, 65536)
 	defInt(&c.PidsLimit, 1024)
+	defInt(&c.MaxPidsLimit, 16384)
 	defInt(&c.DefaultOutputBytes, 1<<20)
 	defInt(&c.MaxOutputBytes, 64<<20)
+	defInt(&c.MaxStreamBytes, 1<<30)
 	return c
 }
 
@@ -88,7 +92,7 @@ func (c Config) resolve(req api.CreateSandboxRequest) (api.Sandbox, error) {
 	sb := api.Sandbox{
 		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs,
 		MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, TimeoutSeconds: req.TimeoutSeconds,
-		PidsLimit: c.PidsLimit, Env: req.Env, Labels: req.Labels,
+		PidsLimit: req.PidsLimit, Env: req.Env, Labels: req.Labels,
 	}
 	if sb.Template == "" {
 		sb.Template = c.DefaultTemplate
@@ -116,6 +120,13 @@ func (c Config) resolve(req api.CreateSandboxRequest) (api.Sandbox, error) {
 	}
 	if sb.DiskMB < 16 || sb.DiskMB > c.MaxDiskMB {
 		return sb, invalid("disk_mb must be between 16 and %d, got %d", c.MaxDiskMB, sb.DiskMB)
+	}
+	if sb.PidsLimit == 0 {
+		sb.PidsLimit = c.PidsLimit
+	}
+	// The agent, an exec's shim and a shell need a few pids of their own.
+	if sb.PidsLimit < 32 || sb.PidsLimit > c.MaxPidsLimit {
+		return sb, invalid("pids_limit must be between 32 and %d, got %d", c.MaxPidsLimit, sb.PidsLimit)
 	}
 	if sb.TimeoutSeconds == 0 {
 		sb.TimeoutSeconds = int64(c.DefaultTimeout / time.Second)

@@ -48,6 +48,8 @@ func TestResolve(t *testing.T) {
 		{api.CreateSandboxRequest{MemoryMB: 8}, "memory_mb"},
 		{api.CreateSandboxRequest{MemoryMB: 1 << 30}, "memory_mb"},
 		{api.CreateSandboxRequest{DiskMB: 1}, "disk_mb"},
+		{api.CreateSandboxRequest{PidsLimit: 8}, "pids_limit"},
+		{api.CreateSandboxRequest{PidsLimit: 1 << 20}, "pids_limit"},
 		{api.CreateSandboxRequest{TimeoutSeconds: -5}, "timeout_seconds"},
 		{api.CreateSandboxRequest{TimeoutSeconds: int64(48 * time.Hour / time.Second)}, "timeout_seconds"},
 		{api.CreateSandboxRequest{Env: map[string]string{"1BAD": "x"}}, "env name"},

@@ -39,7 +39,9 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, eio 
 	if req.Stdin != nil {
 		pio.Stdin = bytesReader(req.Stdin)
 	}
-	return c.Exec(ctx, areq, pio)
+	oom := m.watchOOM(sb)
+	st, err := c.Exec(ctx, areq, pio)
+	return oom.noteOOM(sb, st, err)
 }
 
 func (m *Manager) execRequest(sb api.Sandbox, req api.ExecRequest) (agentproto.Request, error) {

@@ -310,6 +310,9 @@ func (m *Manager) Agent(ctx context.Context, id string) (*agentproto.Client, err
 	if !ok {
 		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
+	if err := m.checkStopped(ctx, id, l); err != nil {
+		return nil, err
+	}
 	wctx, cancel := context.WithTimeout(ctx, m.cfg.AgentConnectTimeout)
 	defer cancel()
 	c, err := l.agent(wctx)

@@ -90,12 +90,18 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req api.ExecR
 		return writeJSON(w, http.StatusOK, res)
 	}
 
+	limit, err := s.sandboxes.StreamOutputLimit(req)
+	if err != nil {
+		return err
+	}
 	es := &eventStream{w: w, format: format}
+	stdout := &sandbox.CapWriter{W: es.writer(api.EventStdout), Limit: limit}
+	stderr := &sandbox.CapWriter{W: es.writer(api.EventStderr), Limit: limit}
 	var sandboxID string
 	_, st, err := run(sandbox.ExecIO{
 		OnSandbox: func(id string) { sandboxID = id },
-		Stdout:    es.writer(api.EventStdout),
-		Stderr:    es.writer(api.EventStderr),
+		Stdout:    stdout,
+		Stderr:    stderr,
 		OnStart: func(pid int) {
 			es.send(api.ExecEvent{Type: api.EventStart, PID: pid, SandboxID: sandboxID})
 		},
@@ -108,13 +114,14 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req api.ExecR
 		return nil
 	}
 	res := execResult(st, began)
+	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated, stderr.Truncated
 	es.send(api.ExecEvent{Type: api.EventExit, Exit: &res})
 	return nil
 }
 
 func execResult(st agentproto.ExitStatus, began time.Time) api.ExecResult {
 	return api.ExecResult{
-		ExitCode: st.Code, Signal: st.Signal, TimedOut: st.TimedOut,
+		ExitCode: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, OOMKilled: st.OOMKilled,
 		DurationMS: float64(time.Since(began).Microseconds()) / 1000,
 	}
 }

@@ -27,6 +27,7 @@ type Sandboxes interface {
 	SetTimeout(ctx context.Context, id string, seconds int64) (api.Sandbox, error)
 	Exec(ctx context.Context, id string, req api.ExecRequest, eio sandbox.ExecIO) (agentproto.ExitStatus, error)
 	OutputLimit(req api.ExecRequest) (int64, error)
+	StreamOutputLimit(req api.ExecRequest) (int64, error)
 	Run(ctx context.Context, req api.RunRequest, eio sandbox.ExecIO) (string, agentproto.ExitStatus, error)
 	Agent(ctx context.Context, id string) (*agentproto.Client, error)
 	StartProcess(ctx context.Context, id string, req api.StartProcessRequest) (agentproto.ProcInfo, error)

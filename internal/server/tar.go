@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/airlockdev/airlock/api"
 	"github.com/airlockdev/airlock/internal/agentproto"
@@ -66,9 +67,13 @@ func (s *Server) uploadTar(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var body io.Reader = r.Body
+	// The agent may refuse the archive midway, and the answer must then
+	// go out while the client is still sending.
+	http.NewResponseController(w).EnableFullDuplex()
+	in := &readTracker{r: r.Body}
+	var body io.Reader = in
 	if isGzip(r) {
-		zr, err := gzip.NewReader(r.Body)
+		zr, err := gzip.NewReader(in)
 		if err != nil {
 			return fmt.Errorf("%w: request body is not gzip: %v", errdefs.ErrInvalidArgument, err)
 		}
@@ -79,9 +84,46 @@ func (s *Server) uploadTar(w http.ResponseWriter, r *http.Request) error {
 		Path: p, User: r.URL.Query().Get("user"), MaxBytes: maxBytes, MaxEntries: maxEntries,
 	}, body)
 	if err != nil {
+		if in.read && r.Context().Err() == nil {
+			s.failUpload(w, r, err)
+			return nil
+		}
 		return err
 	}
 	return writeJSON(w, http.StatusOK, api.TarResult{Path: p, Entries: rep.Entries, Bytes: rep.Bytes})
+}
+
+// Bounds on reading what is left of a refused upload.
+const (
+	drainTime  = 2 * time.Second
+	drainBytes = 64 << 20
+)
+
+// failUpload answers err to a request whose body was partly read, then
+// keeps reading the body briefly. Otherwise the server closes the
+// connection with unread data and the client's TCP stack, reset, can lose
+// the answer before the client reads it.
+func (s *Server) failUpload(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("Connection", "close")
+	s.writeError(w, r, err)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	rc.SetReadDeadline(time.Now().Add(drainTime))
+	io.CopyN(io.Discard, r.Body, drainBytes)
+}
+
+// readTracker notes whether a body was read at all: until it is, a client
+// that sent Expect: 100-continue has sent nothing.
+type readTracker struct {
+	r    io.Reader
+	read bool
+}
+
+func (t *readTracker) Read(p []byte) (int, error) {
+	t.read = true
+	return t.r.Read(p)
 }
 
 func isGzip(r *http.Request) bool {

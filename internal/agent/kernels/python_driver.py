@@ -1,4 +1,6 @@
-# Airlock Python code context driver (run with `python3 -c`).
+# Airlock Python code context driver. The agent starts python3 with a
+# bootstrap that reads this source from fd 0 as one JSON line and runs it
+# as "<airlock-driver>".
 #
 # Protocol (docs/AGENT_PROTOCOL.md, "Code contexts"): fd 0 is a socket to
 # the agent. The agent sends one JSON line per run: {"code": str, "env":
@@ -259,6 +261,7 @@ sys.modules["__main__"] = _main  # pickle finds classes defined in runs
 _globals = _main.__dict__
 _count = 0
 _loop = None
+_DRIVER_FILE = "<airlock-driver>"
 _CO_COROUTINE = 0x80
 _FLAGS = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
 
@@ -279,39 +282,40 @@ def _evaluate(co):
     return v
 
 
-def _error(e):
-    tb = e.__traceback__
-    # Drop the driver's own frames (this file runs as "<string>").
-    while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
-        tb = tb.tb_next
-    text = "".join(traceback.format_exception(type(e), e, tb))
+def _error(e, parsing=False):
+    if parsing:  # the code did not compile: no frames to show
+        lines = traceback.format_exception_only(type(e), e)
+    else:
+        te = traceback.TracebackException(type(e), e, e.__traceback__)
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if f.filename != _DRIVER_FILE])
+        lines = te.format()
     try:
         value = str(e)
     except Exception:
         value = ""
-    return {"name": type(e).__name__, "value": value, "traceback": text}
+    return {"name": type(e).__name__, "value": value, "traceback": "".join(lines)}
 
 
-def _run(cmd):
-    global _count
-    _count += 1
-    code = cmd.get("code", "")
-    env = cmd.get("env") or {}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    filename = "<cell %d>" % _count
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+def _compile(code, filename):
+    """Compiles code, split so that a final expression can be evaluated
+    on its own for its value."""
+    tree = ast.parse(code, filename, "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = compile(ast.Expression(tree.body.pop().value), filename, "eval", _FLAGS, True)
+    return compile(tree, filename, "exec", _FLAGS, True), last
+
+
+def _execute(body, last):
+    """Runs compiled code as the user's; returns the error, if any."""
     err = None
     try:
         _state["user"] = True
         try:
-            tree = ast.parse(code, filename, "exec")
-            last = None
-            if tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body.pop().value)
-            _evaluate(compile(tree, filename, "exec", _FLAGS, True))
+            _evaluate(body)
             if last is not None:
-                value = _evaluate(compile(last, filename, "eval", _FLAGS, True))
+                value = _evaluate(last)
                 if value is not None:
                     _globals["_"] = value
                     _send_result(_bundle(value), main=True)
@@ -325,6 +329,26 @@ def _run(cmd):
     finally:
         _state["user"] = False
         _state["pending"] = False
+    return err
+
+
+def _run(cmd):
+    global _count
+    _count += 1
+    code = cmd.get("code", "")
+    env = cmd.get("env") or {}
+    filename = "<cell %d>" % _count
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    try:
+        body, last = _compile(code, filename)
+    except (SyntaxError, ValueError, OverflowError) as e:
+        _send({"type": "error", "error": _error(e, parsing=True)})
+        return
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        err = _execute(body, last)
+    finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -90,15 +90,6 @@ func clone3Rule(flavour string) specs.LinuxSyscall {
 // harden adds the seccomp profile to a sandbox's spec.
 func (d *Driver) harden(s *specs.Spec) *specs.Spec {
 	s.Linux.Seccomp = seccompProfile(d.cfg.Flavour)
-	if d.cfg.Flavour == GVisor {
-		// runsc applies the process's oom_score_adj to the sentry and the
-		// gofer. At 0 (not raised like runc's processes), a sandbox that
-		// hits its memory limit loses the stub process holding the
-		// offending program's memory, which gVisor turns into a SIGKILL of
-		// that program, rather than the sentry, which is the sandbox.
-		adj := 0
-		s.Process.OOMScoreAdj = &adj
-	}
 	return s
 }
 
