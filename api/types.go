@@ -116,9 +116,12 @@ type ExecEvent struct {
 }
 
 // RunRequest is the body of POST /v1/run: create a sandbox, exec, delete.
+// With Code set instead of Exec, the code runs in the new sandbox's
+// default context of its language and the response is a RunCodeResult.
 type RunRequest struct {
 	Sandbox CreateSandboxRequest `json:"sandbox"`
 	Exec    ExecRequest          `json:"exec"`
+	Code    *RunCodeRequest      `json:"code,omitempty"`
 }
 
 // RunResult is the response of POST /v1/run.

@@ -33,12 +33,19 @@ func main() {
 	agent.RunShimIfRequested() // every exec runs under a copy of this binary
 	dial := flag.String("dial", "unix:/.airlock/run/agent.sock", "daemon address: unix:PATH or tcp:HOST:PORT")
 	user := flag.String("user", "user", "default user for execs and created files")
+	nproc := flag.Uint64("nproc", 0, "RLIMIT_NPROC of every exec (0: unset); for runtimes whose host pids cgroup cannot stop a fork bomb gracefully")
 	flag.Parse()
 	logger := log.New(os.Stderr, "airlock-agent: ", log.LstdFlags)
 
 	network, addr, err := parseDial(*dial)
 	if err != nil {
 		logger.Fatal(err)
+	}
+	if os.Getpid() == 1 {
+		// No host descriptor may stay reachable through /proc/1/fd.
+		if err := agent.DetachStdio(); err != nil {
+			logger.Fatal(err)
+		}
 	}
 
 	// Catching SIGPIPE (rather than ignoring it) keeps a write to a closed
@@ -51,7 +58,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	a := agent.New(agent.Config{DefaultUser: *user, Logger: logger})
+	a := agent.New(agent.Config{DefaultUser: *user, Logger: logger, NprocLimit: *nproc})
 	run(ctx, logger, a, network, addr)
 }
 

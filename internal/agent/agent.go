@@ -42,6 +42,11 @@ type Config struct {
 	// (see shim.go): a binary whose main calls RunShimIfRequested. Default
 	// os.Executable(), the agent itself.
 	ShimBinary string
+	// NprocLimit, if set, is the RLIMIT_NPROC of every exec: the most
+	// processes and threads a user's execs may have. The driver sets it
+	// under gVisor, whose kernel enforces it per sandbox, where running
+	// into the host's pids cgroup would kill the whole sandbox.
+	NprocLimit uint64
 }
 
 // Agent serves protocol connections. It is safe for concurrent use; one
@@ -50,6 +55,7 @@ type Agent struct {
 	cfg    Config
 	reaper *reaper
 	procs  *procTable // background processes, across connections
+	code   *codeContexts
 }
 
 // requestTimeout bounds how long a new stream may take to send its
@@ -77,7 +83,7 @@ func New(cfg Config) *Agent {
 	if cfg.ShimBinary == "" {
 		cfg.ShimBinary, _ = os.Executable()
 	}
-	return &Agent{cfg: cfg, reaper: getReaper(), procs: newProcTable()}
+	return &Agent{cfg: cfg, reaper: getReaper(), procs: newProcTable(), code: newCodeContexts()}
 }
 
 // Serve runs the agent side of the protocol over conn until the connection
@@ -157,6 +163,9 @@ func (a *Agent) serveStream(ctx context.Context, s *yamux.Stream) {
 		a.tarRead(ctx, s, w, f.Payload)
 	case agentproto.OpTarWrite:
 		a.tarWrite(ctx, s, w, f.Payload)
+	case agentproto.OpContextCreate, agentproto.OpContextList, agentproto.OpContextRestart,
+		agentproto.OpContextDelete, agentproto.OpCodeRun:
+		a.serveCode(ctx, s, w, f.Payload)
 	case agentproto.OpWatch:
 		a.watch(ctx, s, w, f.Payload)
 	case agentproto.OpStat, agentproto.OpList, agentproto.OpMkdir, agentproto.OpRemove, agentproto.OpRename:

@@ -66,6 +66,8 @@ type shimSpec struct {
 	// SetCred is false when the command inherits the shim's identity (an
 	// unprivileged agent in tests).
 	SetCred bool `json:"set_cred"`
+	// Nproc, if set, is the command's RLIMIT_NPROC.
+	Nproc uint64 `json:"nproc,omitempty"`
 	// MarkerGID is the exec's marker group, used if the shim cannot be a
 	// subreaper.
 	MarkerGID uint32 `json:"marker_gid,omitempty"`
@@ -107,6 +109,13 @@ func runShim() int {
 		marker = spec.MarkerGID
 	}
 	dropBoundingSet(!spec.SetCred || spec.UID != 0)
+	if spec.Nproc > 0 {
+		lim := unix.Rlimit{Cur: spec.Nproc, Max: spec.Nproc}
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+			writeShimMsg(ctl, shimMsg{Errno: int(errnoOf(err))})
+			return 2
+		}
+	}
 	sys := &syscall.SysProcAttr{Setpgid: !spec.Setsid, Setsid: spec.Setsid, Setctty: spec.Setctty}
 	if spec.SetCred {
 		groups := spec.Groups
@@ -258,7 +267,7 @@ func (a *Agent) spawn(spec *execSpec, stdio [3]*os.File, opts spawnOpts) (*spawn
 	defer devnull.Close()
 
 	ss := shimSpec{Path: spec.argv0, Argv: spec.argv, Env: spec.env, Dir: spec.cwd,
-		MarkerGID: nextMarker(), Setsid: opts.Setsid, Setctty: opts.Setctty}
+		Nproc: a.cfg.NprocLimit, MarkerGID: nextMarker(), Setsid: opts.Setsid, Setctty: opts.Setctty}
 	if c := spec.acct.credential(); c != nil {
 		ss.SetCred, ss.UID, ss.GID, ss.Groups = true, c.Uid, c.Gid, c.Groups
 	}

@@ -32,10 +32,10 @@ audio:x:29: other , user
 		want *account
 		err  error
 	}{
-		{"user", &account{Name: "user", UID: 1000, GID: 1000, Groups: []uint32{1000, 998, 10, 29}, Home: "/home/user"}, nil},
-		{"1000", &account{Name: "user", UID: 1000, GID: 1000, Groups: []uint32{1000, 998, 10, 29}, Home: "/home/user"}, nil},
-		{"root", &account{Name: "root", UID: 0, GID: 0, Groups: []uint32{0}, Home: "/root"}, nil},
-		{"svc", &account{Name: "svc", UID: 999, GID: 998, Groups: []uint32{998}, Home: "/nonexistent"}, nil},
+		{"user", &account{Name: "user", UID: 1000, GID: 1000, Groups: []uint32{1000, 998, 10, 29}, Home: "/home/user", Shell: "/bin/bash"}, nil},
+		{"1000", &account{Name: "user", UID: 1000, GID: 1000, Groups: []uint32{1000, 998, 10, 29}, Home: "/home/user", Shell: "/bin/bash"}, nil},
+		{"root", &account{Name: "root", UID: 0, GID: 0, Groups: []uint32{0}, Home: "/root", Shell: "/bin/bash"}, nil},
+		{"svc", &account{Name: "svc", UID: 999, GID: 998, Groups: []uint32{998}, Home: "/nonexistent", Shell: "/usr/sbin/nologin"}, nil},
 		{"4242", &account{Name: "4242", UID: 4242, GID: 4242, Groups: []uint32{4242}, Home: "/"}, nil},
 		{"nobody", nil, errdefs.ErrNotFound},
 		{"broken", nil, errdefs.ErrNotFound},

@@ -140,6 +140,8 @@ func newRunCmd(a *app) *cobra.Command {
 		f        execFlags
 		rt       runtimeFlag
 		template string
+		lang     string
+		cf       codeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [--] CMD [ARGS...]",
@@ -147,9 +149,14 @@ func newRunCmd(a *app) *cobra.Command {
 		Long: "Create a sandbox, run one command in it streaming its output, delete the sandbox,\n" +
 			"and exit with the command's exit code.",
 		Example: "  airlock run python3 -c 'import sys; print(sys.version)'\n" +
-			"  airlock run --runtime runc --timeout 2m -- sh -c 'uname -a'",
+			"  airlock run --runtime runc --timeout 2m -- sh -c 'uname -a'\n" +
+			"  airlock run --lang python 'import sys; sys.version'",
 		Args: argsUsage(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if lang != "" {
+				sreq := api.CreateSandboxRequest{Runtime: rt.v, Template: template}
+				return runCodeOnce(cmd, a, sreq, lang, &f, &cf, args)
+			}
 			argv, err := commandArgs(args)
 			if err != nil {
 				return err
@@ -180,5 +187,7 @@ func newRunCmd(a *app) *cobra.Command {
 	f.register(cmd.Flags())
 	cmd.Flags().Var(&rt, "runtime", "sandbox runtime: gvisor or runc (default: the daemon's)")
 	cmd.Flags().StringVar(&template, "template", "", "template to start from (default: base)")
+	cmd.Flags().StringVarP(&lang, "lang", "l", "", "run the arguments as code in this language (python, javascript, bash), like 'airlock code'")
+	cf.register(cmd.Flags(), false)
 	return cmd
 }

@@ -145,6 +145,8 @@ func newRootCmd() *cobra.Command {
 		newAttachCmd(a),
 		newKillCmd(a),
 		newRunCmd(a),
+		newCodeCmd(a),
+		newContextCmd(a),
 		newCpCmd(a),
 		newWatchCmd(a),
 		newLsCmd(a),

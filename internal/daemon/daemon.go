@@ -130,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d.templates = template.NewStore(cfg.TemplatesDir)
 	for _, name := range cfg.BuildTemplates {
-		if _, err := d.templates.Get(name); err == nil {
+		if d.templates.UpToDate(name) {
 			continue
 		}
 		fmt.Fprintf(cfg.Progress, "building template %q (first start only; cached afterwards)\n", name)

@@ -20,11 +20,13 @@ type DNS struct {
 	resolver *Resolver
 	log      *slog.Logger
 	udp, tcp *dns.Server
+	pc       net.PacketConn
+	ln       net.Listener
 }
 
 // ServeDNS starts a forwarder on pc (UDP) and ln (TCP). Close stops it.
 func ServeDNS(pc net.PacketConn, ln net.Listener, sb *Sandbox, r *Resolver, log *slog.Logger) *DNS {
-	d := &DNS{sb: sb, resolver: r, log: log}
+	d := &DNS{sb: sb, resolver: r, log: log, pc: pc, ln: ln}
 	d.udp = &dns.Server{PacketConn: pc, Handler: d, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
 	d.tcp = &dns.Server{Listener: ln, Handler: d, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
 	go d.udp.ActivateAndServe()
@@ -38,6 +40,10 @@ func (d *DNS) Close() {
 	defer cancel()
 	d.udp.ShutdownContext(ctx)
 	d.tcp.ShutdownContext(ctx)
+	// A server not yet started ignores Shutdown; closing its sockets makes
+	// it return as soon as it starts.
+	d.pc.Close()
+	d.ln.Close()
 }
 
 func (d *DNS) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {

@@ -79,7 +79,8 @@ func (p *Proxy) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, dst
 			if errors.Is(err, errBlocked) {
 				status = http.StatusForbidden
 			}
-			writeError(c, status, "airlock: "+err.Error())
+			// The error may quote the rewritten URL, real value included.
+			writeError(c, status, "airlock: "+replaceString(err.Error(), back))
 			return
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {

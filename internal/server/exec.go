@@ -57,6 +57,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, maxExecBody, &req); err != nil {
 		return err
 	}
+	if req.Code != nil {
+		return s.runCodeOnce(w, r, req)
+	}
 	return s.serveExec(w, r, req.Exec, func(eio sandbox.ExecIO) (string, agentproto.ExitStatus, error) {
 		return s.sandboxes.Run(r.Context(), req, eio)
 	})

@@ -79,10 +79,18 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The agent may refuse midway (disk full): answer while the client is
+	// still sending, as for tar uploads.
+	http.NewResponseController(w).EnableFullDuplex()
+	in := &readTracker{r: r.Body}
 	n, err := c.WriteFile(r.Context(), agentproto.Request{
 		Path: p, Mode: uint32(mode), Parents: true, User: r.URL.Query().Get("user"),
-	}, r.Body)
+	}, in)
 	if err != nil {
+		if in.read && r.Context().Err() == nil {
+			s.failUpload(w, r, err)
+			return nil
+		}
 		return err
 	}
 	return writeJSON(w, http.StatusCreated, api.UploadResult{Path: p, Size: n})

@@ -382,6 +382,15 @@ var openapiTypes = []any{
 	api.SignalRequest{},
 	api.StdinResult{},
 	api.PTYMessage{},
+	api.CreateContextRequest{},
+	api.CodeContext{},
+	api.CodeContextList{},
+	api.RunCodeRequest{},
+	api.CodeOutput{},
+	api.CodeError{},
+	api.CodeResult{},
+	api.CodeEvent{},
+	api.RunCodeResult{},
 }
 
 type jsonField struct {
@@ -447,6 +456,11 @@ func checkSchemaType(t reflect.Type, s map[string]any) error {
 	switch {
 	case t == reflect.TypeFor[time.Time]():
 		return want("string", "date-time")
+	case t == reflect.TypeFor[json.RawMessage]():
+		if _, typed := s["type"]; typed {
+			return fmt.Errorf("has type %v, want none (any JSON value)", s["type"])
+		}
+		return nil
 	case t.Kind() == reflect.Struct:
 		if ref := "#/components/schemas/" + t.Name(); s["$ref"] != ref {
 			return fmt.Errorf("is %v, want $ref %s", s, ref)

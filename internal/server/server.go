@@ -32,6 +32,13 @@ type Sandboxes interface {
 	Agent(ctx context.Context, id string) (*agentproto.Client, error)
 	StartProcess(ctx context.Context, id string, req api.StartProcessRequest) (agentproto.ProcInfo, error)
 	SetNetworkPolicy(ctx context.Context, id string, p api.NetworkPolicy) (api.Sandbox, error)
+	CreateContext(ctx context.Context, id string, req api.CreateContextRequest) (api.CodeContext, error)
+	ListContexts(ctx context.Context, id string) ([]api.CodeContext, error)
+	RestartContext(ctx context.Context, id, contextID string) (api.CodeContext, error)
+	DeleteContext(ctx context.Context, id, contextID string) error
+	RunCode(ctx context.Context, id string, req api.RunCodeRequest, cio sandbox.CodeIO) (agentproto.CodeEnd, error)
+	RunCodeOnce(ctx context.Context, sreq api.CreateSandboxRequest, req api.RunCodeRequest, cio sandbox.CodeIO) (string, agentproto.CodeEnd, error)
+	CodeOutputLimit(req api.RunCodeRequest) (int64, error)
 	Runtimes() []string
 	Config() sandbox.Config
 }
@@ -120,6 +127,11 @@ func (s *Server) Routes() []Route {
 		{"GET", "/v1/secrets", s.listSecrets},
 		{"GET", "/v1/secrets/{name}", s.getSecret},
 		{"DELETE", "/v1/secrets/{name}", s.deleteSecret},
+		{"POST", "/v1/sandboxes/{id}/contexts", s.createContext},
+		{"GET", "/v1/sandboxes/{id}/contexts", s.listContexts},
+		{"POST", "/v1/sandboxes/{id}/contexts/{ctx}/restart", s.restartContext},
+		{"DELETE", "/v1/sandboxes/{id}/contexts/{ctx}", s.deleteContext},
+		{"POST", "/v1/sandboxes/{id}/code", s.runCode},
 		{"POST", "/v1/run", s.run},
 		{"GET", "/v1/templates", s.listTemplates},
 		{"POST", "/v1/templates/{name}/build", s.buildTemplate},

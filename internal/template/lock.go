@@ -23,6 +23,11 @@ func (s *Store) cleanStale(name string, out *lineWriter) {
 			continue
 		}
 		p := filepath.Join(s.dir, e.Name())
+		// A replaced build may still be the root of running sandboxes,
+		// which name it by the template's path.
+		if strings.HasPrefix(e.Name(), oldPrefix) && mountedLower(filepath.Join(s.dir, name, rootfsDir)) {
+			continue
+		}
 		out.Printf("removing stale %s", e.Name())
 		if err := removeTree(p); err != nil {
 			out.Printf("removing stale %s failed: %v", e.Name(), err)

@@ -14,22 +14,36 @@ import (
 	"time"
 )
 
-// basePackages are installed on top of debootstrap's minbase variant.
+// basePackages are installed on top of debootstrap's minbase variant:
+// the tools agents reach for, and what data work and code contexts need
+// (numpy, pandas and matplotlib for Python, Node.js for JavaScript).
 var basePackages = []string{
 	"bash", "coreutils", "findutils", "procps", "less",
 	"ca-certificates", "curl", "git", "python3",
 	"iproute2", "xz-utils",
+	"python3-numpy", "python3-pandas", "python3-matplotlib", "nodejs",
 }
 
+// Recipe versions. Bump one when its recipe changes in a way its package
+// list does not show (finalize steps, slimming): cached templates are
+// rebuilt when their fingerprint (see fingerprint.go) no longer matches.
+const (
+	baseRecipeVersion    = 2
+	busyboxRecipeVersion = 1
+)
+
 type recipe struct {
-	builder string
-	shell   string // login shell of the agent user
-	build   func(ctx context.Context, b *buildEnv) (packages []string, err error)
+	builder  string
+	version  int
+	packages []string // what the builder installs, for the fingerprint
+	shell    string   // login shell of the agent user
+	build    func(ctx context.Context, b *buildEnv) (packages []string, err error)
 }
 
 var recipes = map[string]recipe{
-	"base":    {builder: "debootstrap", shell: "/bin/bash", build: buildDebootstrap},
-	"busybox": {builder: "busybox", shell: "/bin/sh", build: buildBusybox},
+	"base": {builder: "debootstrap", version: baseRecipeVersion, packages: basePackages,
+		shell: "/bin/bash", build: buildDebootstrap},
+	"busybox": {builder: "busybox", version: busyboxRecipeVersion, shell: "/bin/sh", build: buildBusybox},
 }
 
 type buildEnv struct {

@@ -62,6 +62,9 @@ type Info struct {
 	Packages  []string  `json:"packages,omitempty"`
 	BuiltAt   time.Time `json:"built_at"`
 	Builder   string    `json:"builder"` // "debootstrap" or "busybox"
+	// Recipe fingerprints what was built (see fingerprint); a template
+	// whose recipe has changed since is rebuilt by Build.
+	Recipe string `json:"recipe,omitempty"`
 }
 
 // BuildOptions tune a build. Zero values select the defaults.
@@ -196,8 +199,8 @@ func (s *Store) Remove(name string) error {
 }
 
 // Build builds the template called name from its recipe, or returns the
-// cached one unless opts.Force is set (a cached build is returned as is,
-// whatever its options were). Progress lines are written to progress (which
+// cached one unless opts.Force is set or the recipe (its version, package
+// list or options) has changed since the cached one was built. Progress lines are written to progress (which
 // may be nil). Builds of the same name are serialised.
 func (s *Store) Build(ctx context.Context, name string, opts BuildOptions, progress io.Writer) (Info, error) {
 	if err := validName(name); err != nil {
@@ -214,8 +217,9 @@ func (s *Store) Build(ctx context.Context, name string, opts BuildOptions, progr
 	if progress == nil {
 		progress = io.Discard
 	}
+	want := fingerprint(r, opts)
 	if !opts.Force {
-		if info, err := s.Get(name); err == nil {
+		if info, err := s.Get(name); err == nil && info.Recipe == want {
 			return info, nil
 		}
 	}
@@ -228,13 +232,17 @@ func (s *Store) Build(ctx context.Context, name string, opts BuildOptions, progr
 	}
 	defer unlock()
 	// Someone else may have finished the same build while we waited.
-	if !opts.Force {
-		if info, err := s.Get(name); err == nil {
-			return info, nil
-		}
-	}
 	out := newLineWriter(progress, "template "+name+": ")
 	defer out.Flush()
+	if !opts.Force {
+		info, err := s.Get(name)
+		if err == nil && info.Recipe == want {
+			return info, nil
+		}
+		if err == nil {
+			out.Printf("recipe changed since it was built (%s, now %s): rebuilding", orNone(info.Recipe), want)
+		}
+	}
 	s.cleanStale(name, out)
 	info, err := s.build(ctx, name, r, opts, out)
 	if err != nil {
@@ -290,6 +298,7 @@ func (s *Store) build(ctx context.Context, name string, r recipe, opts BuildOpti
 		Packages:  pkgs,
 		BuiltAt:   time.Now().UTC().Truncate(time.Millisecond),
 		Builder:   r.builder,
+		Recipe:    fingerprint(r, opts),
 	}
 	b, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
@@ -328,11 +337,35 @@ func (s *Store) publish(stage, name string, out *lineWriter) error {
 		return fmt.Errorf("publish: %w", err)
 	}
 	if old != "" {
-		if err := removeTree(old); err != nil {
+		if mountedLower(filepath.Join(final, rootfsDir)) {
+			out.Printf("previous build is in use by running sandboxes: kept as %s until a later build", filepath.Base(old))
+		} else if err := removeTree(old); err != nil {
 			out.Printf("removing previous build failed: %v", err)
 		}
 	}
 	return nil
+}
+
+// UpToDate reports whether name is built from its current recipe with
+// default options, so Build would return it as it is.
+func (s *Store) UpToDate(name string) bool {
+	r, ok := recipes[name]
+	if !ok {
+		return false
+	}
+	opts, err := BuildOptions{}.withDefaults()
+	if err != nil {
+		return false
+	}
+	info, err := s.Get(name)
+	return err == nil && info.Recipe == fingerprint(r, opts)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none recorded"
+	}
+	return s
 }
 
 func (s *Store) tempName(prefix, name string) string {

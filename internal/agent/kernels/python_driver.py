@@ -101,7 +101,7 @@ sys.argv = [""]
 
 
 def _flush():
-    for s in (_OUT, _ERR):
+    for s in (_OUT, _ERR, sys.__stdout__, sys.__stderr__):
         try:
             s.flush()
         except Exception:

@@ -1,6 +1,8 @@
 package oci
 
 import (
+	"path/filepath"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/airlockdev/airlock/internal/sandbox"
@@ -35,7 +37,13 @@ func withNetwork(s *specs.Spec, n *sandbox.NetworkAttachment) *specs.Spec {
 // namespace. The mask lives in a private mount namespace that only the
 // starting runsc sees; the sandbox and gofer pivot into their own roots and
 // keep none of it.
-const gvisorNetMask = `mount -t tmpfs -o ro,nosuid,nodev,noexec airlock-mask /proc/sys/net && exec "$0" "$@"`
+//
+// The masked /proc is no longer "fully visible", and the kernel lets a
+// user namespace (runsc's sandbox, which mounts proc for the KVM platform)
+// mount proc only if some proc mount is; so an unmasked proc is mounted
+// first at $1, in the same private namespace.
+const gvisorNetMask = `mkdir -p "$1" && mount -t proc proc "$1" && ` +
+	`mount -t tmpfs -o ro,nosuid,nodev,noexec airlock-mask /proc/sys/net && shift && exec "$0" "$@"`
 
 // commandLine returns the program and arguments that run the runtime with
 // args. Starting a networked gVisor sandbox uses runsc's netstack on the
@@ -48,5 +56,6 @@ func (d *Driver) commandLine(logPath string, networked bool, args []string) (str
 	}
 	argv = append(argv, "--network=sandbox")
 	argv = append(argv, args...)
-	return "unshare", append([]string{"--mount", "--propagation", "private", "--", "sh", "-c", gvisorNetMask, d.cfg.Binary}, argv...)
+	visible := filepath.Join(d.cfg.Dir, "proc-visible")
+	return "unshare", append([]string{"--mount", "--propagation", "private", "--", "sh", "-c", gvisorNetMask, d.cfg.Binary, visible}, argv...)
 }

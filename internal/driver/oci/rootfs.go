@@ -29,7 +29,9 @@ func mountOverlay(lower, upper, work, merged string) error {
 		return nil // re-adopted after a restart
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
-	if err := unix.Mount("overlay", merged, "overlay", unix.MS_NODEV, opts); err != nil {
+	// nosuid: with no_new_privs set-uid bits are ignored anyway; nosuid
+	// says so at the mount too.
+	if err := unix.Mount("overlay", merged, "overlay", unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
 		return fmt.Errorf("mount overlay at %s: %w", merged, err)
 	}
 	return nil
