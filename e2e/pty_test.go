@@ -163,6 +163,15 @@ func TestShellCLIUnderTmux(t *testing.T) {
 	for _, rt := range runtimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			sb := d.newSandbox(t, api.CreateSandboxRequest{Runtime: rt, Template: "base"})
+			// readline (bash, python3) waits for keys with pselect6; if the
+			// sandbox refuses it, the shell exits at its first prompt.
+			res, err := sb.Exec(testCtx(t, time.Minute), api.ExecRequest{Cmd: []string{"python3", "-c", "import select; select.select([0], [], [], 0)"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 0 {
+				t.Fatalf("select(2) fails in the sandbox, so interactive shells cannot read the terminal:\n%s", res.Stderr)
+			}
 			dir := t.TempDir()
 			exitFile := filepath.Join(dir, "exit")
 			s := &tmuxSession{t: t, socket: fmt.Sprintf("airlock-e2e-%d-%s", os.Getpid(), rt), name: "shell"}
