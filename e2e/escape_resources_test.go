@@ -34,8 +34,9 @@ func fileAPIProbes(t *testing.T, sb *client.Sandbox, host *escapeHost) {
 	if _, err := sb.Upload(ctx, "/tmp/up-link", strings.NewReader("pwned\n"), 0o644); err != nil {
 		t.Fatalf("upload: %v", err)
 	}
-	after, _ := shOut(t, sb, "", "sha256sum /etc/passwd; stat -c %F /tmp/up-link", 10)
-	if !strings.HasPrefix(after, before) || !strings.HasSuffix(after, "regular file") {
+	// (python, not stat(1): coreutils' statx fails with EINVAL on runsc 20221219)
+	after, _ := shOut(t, sb, "", `sha256sum /etc/passwd; python3 -c 'import os, stat; print("regular" if stat.S_ISREG(os.lstat("/tmp/up-link").st_mode) else "link")'`, 10)
+	if !strings.HasPrefix(after, before) || !strings.HasSuffix(after, "regular") {
 		t.Errorf("ESCAPE PROBE %q: /etc/passwd %q -> %q (must be stopped by: the upload replaces the link, it is not followed)", "upload through a planted symlink", before, after)
 	}
 	// Download through links to the host's path: they resolve inside.
@@ -177,7 +178,7 @@ while True: x.append(bytearray(16 << 20))'`,
 			after, err := sb.Exec(testCtx(t, time.Minute), api.ExecRequest{Cmd: []string{"echo", "alive"}})
 			switch {
 			case err == nil && after.Stdout == "alive\n":
-			case rt == api.RuntimeGVisor && errors.Is(err, client.ErrConflict):
+			case rt == api.RuntimeGVisor && (errors.Is(err, client.ErrResourceExhausted) || errors.Is(err, client.ErrConflict)):
 				t.Logf("%s took the gVisor sandbox down: %v", b.name, err)
 			default:
 				t.Errorf("%s: sandbox after the bomb: %+v %v", b.name, after, err)

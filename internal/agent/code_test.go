@@ -371,6 +371,13 @@ func TestCodeBadRequests(t *testing.T) {
 	if _, err := c.CreateContext(ctx, agentproto.CodeRequest{Language: api.LanguageBash, User: "nosuchuser"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("missing user: %v", err)
 	}
+	// An interpreter that cannot start says why.
+	if _, err := exec.LookPath("python3"); err == nil {
+		_, err := c.CreateContext(ctx, agentproto.CodeRequest{Env: []string{"PYTHONHOME=/nonexistent"}})
+		if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "encodings") {
+			t.Errorf("broken python: %v", err)
+		}
+	}
 	if _, err := tryRunCode(t, c, agentproto.CodeRequest{Language: api.LanguageBash, Code: "echo a\x00b"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("NUL in bash code: %v", err)
 	}

@@ -251,13 +251,3 @@ func (c *codeContext) releaseSlot() { <-c.slot }
 
 // stopTimeout bounds waiting for a killed interpreter to be reaped.
 const stopTimeout = 5 * time.Second
-
-// stop kills the interpreter and its processes and releases it.
-func (ip *interp) stop() {
-	ip.kill()
-	select {
-	case <-ip.exited:
-	case <-time.After(stopTimeout):
-	}
-	ip.release()
-}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,6 +101,11 @@ func (a *Agent) startInterp(lang *language, spec *execSpec, sh string) (*interp,
 		close(ip.exited)
 	}()
 	go ip.readEvents()
+	// What the interpreter says on stderr before its driver is ready
+	// explains a failed start.
+	var early startOutput
+	ip.stderr.setSink(early.write)
+	defer ip.stderr.setSink(nil)
 	if err := ip.send(lang.preload); err != nil {
 		ip.kill()
 		ip.release()
@@ -107,10 +113,32 @@ func (a *Agent) startInterp(lang *language, spec *execSpec, sh string) (*interp,
 	}
 	if err := ip.awaitReady(); err != nil {
 		ip.kill()
+		ip.stderr.flush(runFlushTimeout)
 		ip.release()
+		if msg := early.String(); msg != "" {
+			err = fmt.Errorf("%w; it wrote: %s", err, msg)
+		}
 		return nil, err
 	}
 	return ip, nil
+}
+
+// startOutput keeps the first KiB an interpreter writes while starting.
+type startOutput struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (s *startOutput) write(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(s.buf, b[:min(len(b), 1024-len(s.buf))]...)
+}
+
+func (s *startOutput) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.TrimSpace(string(s.buf))
 }
 
 func (ip *interp) awaitReady() error {
@@ -121,8 +149,8 @@ func (ip *interp) awaitReady() error {
 		case ev, ok := <-ip.events:
 			if !ok {
 				<-ip.exited
-				return fmt.Errorf("code: %s interpreter exited at start (%s)%s: %w",
-					ip.lang.name, describeExit(ip.exitStatus()), ip.lang.startHint(), errdefs.ErrUnavailable)
+				return fmt.Errorf("code: %s interpreter exited at start (%s): %w",
+					ip.lang.name, describeExit(ip.exitStatus()), errdefs.ErrUnavailable)
 			}
 			if ev.Type == "ready" {
 				return nil
@@ -238,10 +266,12 @@ func describeExit(ws unix.WaitStatus) string {
 	return fmt.Sprintf("exit code %d", ws.ExitStatus())
 }
 
-// startHint suggests why an interpreter may not start.
-func (l *language) startHint() string {
-	if l.name == api.LanguageJavaScript {
-		return "; node 12 or later is needed"
+// stop kills the interpreter and its processes and releases it.
+func (ip *interp) stop() {
+	ip.kill()
+	select {
+	case <-ip.exited:
+	case <-time.After(stopTimeout):
 	}
-	return ""
+	ip.release()
 }

@@ -26,26 +26,28 @@ const (
 // outlives daemon connections: processes keep running while the daemon
 // is away and can be reattached when it is back.
 type procTable struct {
-	mu    sync.Mutex
-	byPID map[int]*bgProc
-	byTag map[string]*bgProc // the newest process with each tag
-	now   func() time.Time
+	mu       sync.Mutex
+	byPID    map[int]*bgProc
+	byTag    map[string]*bgProc // the newest process with each tag
+	starting map[string]bool    // tags of processes being started
+	now      func() time.Time
 }
 
 func newProcTable() *procTable {
-	return &procTable{byPID: map[int]*bgProc{}, byTag: map[string]*bgProc{}, now: time.Now}
+	return &procTable{byPID: map[int]*bgProc{}, byTag: map[string]*bgProc{}, starting: map[string]bool{}, now: time.Now}
 }
 
-// start runs fork under the table lock, so that a tag check and the
-// process that takes the tag cannot be split by another start.
+// start runs fork and registers the process it starts. The tag is
+// reserved meanwhile, so two starts cannot both take it, without holding
+// the table lock across the fork.
 func (t *procTable) start(tag string, fork func() (*bgProc, error)) (*bgProc, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.sweepLocked()
-	if old := t.byTag[tag]; tag != "" && old != nil && old.running() {
-		return nil, fmt.Errorf("tag %q is in use by running process %d: %w", tag, old.pid, errdefs.ErrConflict)
+	if err := t.reserve(tag); err != nil {
+		return nil, err
 	}
 	p, err := fork()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.starting, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +60,23 @@ func (t *procTable) start(tag string, fork func() (*bgProc, error)) (*bgProc, er
 		t.byTag[tag] = p
 	}
 	return p, nil
+}
+
+func (t *procTable) reserve(tag string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweepLocked()
+	if tag == "" {
+		return nil
+	}
+	if old := t.byTag[tag]; old != nil && old.running() {
+		return fmt.Errorf("tag %q is in use by running process %d: %w", tag, old.pid, errdefs.ErrConflict)
+	}
+	if t.starting[tag] {
+		return fmt.Errorf("tag %q is in use by a process being started: %w", tag, errdefs.ErrConflict)
+	}
+	t.starting[tag] = true
+	return nil
 }
 
 // get selects a process by pid, or by tag when pid is 0.

@@ -39,9 +39,9 @@ func (m *Manager) Exec(ctx context.Context, id string, req api.ExecRequest, eio 
 	if req.Stdin != nil {
 		pio.Stdin = bytesReader(req.Stdin)
 	}
-	oom := m.watchOOM(sb)
+	lw := m.watchLimits(sb)
 	st, err := c.Exec(ctx, areq, pio)
-	return oom.noteOOM(sb, st, err)
+	return lw.note(ctx, m, st, err)
 }
 
 func (m *Manager) execRequest(sb api.Sandbox, req api.ExecRequest) (agentproto.Request, error) {
