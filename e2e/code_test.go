@@ -119,6 +119,23 @@ func TestCode(t *testing.T) {
 					t.Errorf("after timeout: %q", mainText(res))
 				}
 			})
+			t.Run("timeouts in javascript and bash", func(t *testing.T) {
+				for _, tc := range []struct{ lang, set, loop, get, want string }{
+					{api.LanguageJavaScript, "var kept = 3", "while (true) {}", "kept", "3"},
+					{api.LanguageBash, "kept=3", "sleep 60; echo not-reached", "echo $kept", "3\n"},
+				} {
+					lang := client.WithLanguage(tc.lang)
+					run(tc.set, lang)
+					began := time.Now()
+					res := run(tc.loop, lang, client.WithCodeTimeout(time.Second))
+					if took := time.Since(began); took > 5*time.Second || !res.TimedOut || res.ContextLost {
+						t.Errorf("%s: took %s, result %+v", tc.lang, took, res)
+					}
+					if res := run(tc.get, lang); res.Stdout+mainText(res) != tc.want {
+						t.Errorf("%s after timeout: %q %q", tc.lang, res.Stdout, mainText(res))
+					}
+				}
+			})
 			t.Run("structured error", func(t *testing.T) {
 				res := run("a = 1\nb = a / 0\n")
 				e := res.Error

@@ -145,7 +145,7 @@ func bombProbes(t *testing.T, d *daemon, rt string, neighbour *client.Sandbox) {
 			},
 		},
 		{
-			name:  "memory bomb",
+			name: "memory bomb",
 			shell: `python3 -c 'x = []
 while True: x.append(bytearray(16 << 20))'`,
 			req: api.CreateSandboxRequest{MemoryMB: 128},

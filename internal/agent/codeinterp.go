@@ -63,24 +63,28 @@ func (a *Agent) startInterp(lang *language, spec *execSpec, sh string) (*interp,
 		return nil, fmt.Errorf("code: control socket: %w", err)
 	}
 	ctl, theirs := os.NewFile(uintptr(fds[0]), "code-control"), os.NewFile(uintptr(fds[1]), "code-control")
-	defer theirs.Close()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		ctl.Close()
+		theirs.Close()
 		return nil, fmt.Errorf("code: stdout pipe: %w", err)
 	}
-	defer outW.Close()
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		ctl.Close()
+		theirs.Close()
 		outR.Close()
+		outW.Close()
 		return nil, fmt.Errorf("code: stderr pipe: %w", err)
 	}
-	defer errW.Close()
 
 	spec.argv = lang.argv(spec.argv0, sh)
 	spec.argv0 = spec.argv[0]
 	sp, err := a.spawn(spec, [3]*os.File{theirs, outW, errW}, spawnOpts{})
+	// Only the interpreter may hold these ends: its death must close them.
+	theirs.Close()
+	outW.Close()
+	errW.Close()
 	if err != nil {
 		ctl.Close()
 		outR.Close()
@@ -123,7 +127,8 @@ func (a *Agent) startInterp(lang *language, spec *execSpec, sh string) (*interp,
 	return ip, nil
 }
 
-// startOutput keeps the first KiB an interpreter writes while starting.
+// startOutput keeps the last KiB an interpreter writes while starting,
+// where the reason it stopped is.
 type startOutput struct {
 	mu  sync.Mutex
 	buf []byte
@@ -132,7 +137,10 @@ type startOutput struct {
 func (s *startOutput) write(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.buf = append(s.buf, b[:min(len(b), 1024-len(s.buf))]...)
+	s.buf = append(s.buf, b...)
+	if n := len(s.buf) - 1024; n > 0 {
+		s.buf = append(s.buf[:0], s.buf[n:]...)
+	}
 }
 
 func (s *startOutput) String() string {
@@ -144,19 +152,23 @@ func (s *startOutput) String() string {
 func (ip *interp) awaitReady() error {
 	t := time.NewTimer(interpReadyTimeout)
 	defer t.Stop()
+	exited := func() error {
+		return fmt.Errorf("code: %s interpreter exited at start (%s)", ip.lang.name, describeExit(ip.exitStatus()))
+	}
 	for {
 		select {
 		case ev, ok := <-ip.events:
 			if !ok {
 				<-ip.exited
-				return fmt.Errorf("code: %s interpreter exited at start (%s): %w",
-					ip.lang.name, describeExit(ip.exitStatus()), errdefs.ErrUnavailable)
+				return exited()
 			}
 			if ev.Type == "ready" {
 				return nil
 			}
+		case <-ip.exited:
+			return exited()
 		case <-t.C:
-			return fmt.Errorf("code: %s interpreter not ready after %s: %w", ip.lang.name, interpReadyTimeout, errdefs.ErrUnavailable)
+			return fmt.Errorf("code: %s interpreter not ready after %s: %w", ip.lang.name, interpReadyTimeout, errdefs.ErrDeadlineExceeded)
 		}
 	}
 }

@@ -81,7 +81,7 @@ func invalid(format string, args ...any) error {
 }
 
 func (c Config) checkTimeout(seconds int64) error {
-	if seconds <= 0 || time.Duration(seconds)*time.Second > c.MaxTimeout {
+	if seconds <= 0 || seconds > int64(c.MaxTimeout/time.Second) { // (seconds*time.Second could overflow)
 		return invalid("timeout_seconds must be between 1 and %d, got %d", int64(c.MaxTimeout/time.Second), seconds)
 	}
 	return nil

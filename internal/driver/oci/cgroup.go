@@ -7,7 +7,24 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// removeCgroupDir removes a cgroup directory, waiting up to two seconds
+// while it is busy: processes SIGKILLed by the runtime's delete may still
+// be exiting (a sandbox of many processes takes a moment).
+func removeCgroupDir(d string) error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := os.Remove(d)
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
 
 // cgroupRoot is where the cgroup hierarchies are mounted.
 const cgroupRoot = "/sys/fs/cgroup"
@@ -38,7 +55,7 @@ func removeCgroups(id string) error {
 		})
 		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 		for _, d := range dirs {
-			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := removeCgroupDir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 			}
 		}
