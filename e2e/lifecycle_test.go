@@ -80,7 +80,17 @@ func TestDaemonKill9Restart(t *testing.T) {
 	if out, err := exec.Command(bin, "--root", state, "kill", "airlock-"+dead.ID, "KILL").CombinedOutput(); err != nil {
 		t.Logf("kill container: %v %s", err, out)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The precondition is a container that died while no daemon watched:
+	// wait until the runtime itself says so.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, _ := exec.Command(bin, "--root", state, "state", "airlock-"+dead.ID).Output()
+		if !strings.Contains(string(out), `"running"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s still running after kill", dead.ID)
+		}
+	}
 
 	d2 := startDaemon(t, dataDir)
 	t.Cleanup(d2.cleanupRunning)

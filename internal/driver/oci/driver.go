@@ -42,6 +42,10 @@ type Driver struct {
 
 	mu        sync.Mutex
 	listeners map[string]*net.UnixListener
+
+	// startMu is held for reading by every Start and for writing while
+	// runtime-wide state is released once the last sandbox is gone.
+	startMu sync.RWMutex
 }
 
 var (
@@ -98,6 +102,8 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) (err error) {
 	if spec.TemplatePath == "" {
 		return errors.New("oci driver needs a template root filesystem")
 	}
+	d.startMu.RLock()
+	defer d.startMu.RUnlock()
 	l := d.layout(spec.ID)
 	defer func() {
 		if err != nil {
@@ -320,7 +326,24 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("destroy %s: %w", id, errors.Join(errs...))
 	}
+	d.releaseIfIdle()
 	return nil
+}
+
+// releaseIfIdle unmounts runsc's shared "null" network namespace once no
+// sandbox of this driver remains. runsc bind-mounts it into its state root
+// for gofers and never removes it; running gofers hold it open, so it is
+// only runtime-wide state, re-created by the next start.
+func (d *Driver) releaseIfIdle() {
+	if d.cfg.Flavour != GVisor {
+		return
+	}
+	d.startMu.Lock()
+	defer d.startMu.Unlock()
+	if entries, err := os.ReadDir(d.cfg.sandboxesDir()); err != nil || len(entries) > 0 {
+		return
+	}
+	unmountAll(filepath.Join(d.cfg.stateDir(), "null-netns"))
 }
 
 // Sweep destroys containers and directories of sandboxes not in keep.

@@ -228,11 +228,16 @@ var allowedSyscalls = []string{
 // gvisorHardeningFlags are runsc flags beyond its defaults. --oci-seccomp
 // makes gVisor's kernel enforce the bundle's seccomp profile (the one runc
 // gets) on the sandbox's processes, so both runtimes refuse the same
-// syscalls the same way. runsc's defaults that matter and are kept: raw
-// sockets off (no --net-raw), no host cgroupfs in the sandbox (no
-// --cgroupfs), the gofer mediating every file access.
+// syscalls the same way. --directfs=false keeps the gofer mediating every
+// file access: with directfs (runsc's default since 2023) the sentry opens
+// rootfs files itself, so it holds host directory descriptors and runs as
+// root in the host user namespace; without it the sentry runs as nobody in
+// its own user namespace, in an empty chroot, with no host file open. That
+// costs a gofer round trip per file open, which the e2e suite tolerates.
+// runsc's defaults that matter and are kept: raw sockets off (no
+// --net-raw), no host cgroupfs in the sandbox (no --cgroupfs).
 // The kvm platform is not used: on this host it runs the workload but the
 // sandbox never finishes starting or exiting (checked by lead: `runsc
 // --platform=kvm run` of echo prints and then hangs), which hangs every
 // create; ptrace stays.
-var gvisorHardeningFlags = []string{"--oci-seccomp"}
+var gvisorHardeningFlags = []string{"--oci-seccomp", "--directfs=false"}
