@@ -46,6 +46,7 @@ func TestEscape(t *testing.T) {
 				t.Errorf("host listeners were reached %d times from sandboxes", got)
 			}
 			host.checkSysctl(t)
+			host.checkSysrq(t)
 		})
 	}
 }
@@ -136,6 +137,7 @@ type escapeHost struct {
 	addrHits     atomic.Int64
 	sleeper      *exec.Cmd // a host process to ptrace and signal
 	overcommit   string    // vm.overcommit_memory before the probes
+	sysrqLines   int       // host kernel log lines mentioning sysrq before the probes
 }
 
 func newEscapeHost(t *testing.T) *escapeHost {
@@ -159,6 +161,7 @@ func newEscapeHost(t *testing.T) *escapeHost {
 	}
 	b, _ := os.ReadFile("/proc/sys/vm/overcommit_memory")
 	h.overcommit = string(b)
+	h.sysrqLines = hostSysrqLines(t)
 	t.Cleanup(func() {
 		h.loopback.Close()
 		if h.addr != nil {

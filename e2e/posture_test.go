@@ -253,10 +253,13 @@ func checkRuncMounts(t *testing.T, p hostProc) {
 	}
 }
 
-// gvisorCaps bounds the gofer, the one runsc process with capabilities in
+// goferCaps bounds the gofer, the one runsc process with capabilities in
 // the host's user namespace: CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER
-// FSETID SYS_CHROOT, to serve the sandbox's files from its chroot.
-const goferCaps = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<18
+// FSETID SYS_CHROOT, to serve the sandbox's files from its chroot, and,
+// with --host-uds=open, SETGID SETUID: current runsc connects a host socket
+// with the calling sandbox user's euid/egid (its seccomp filter allows
+// only setreuid/setregid for that).
+const goferCaps = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<6 | 1<<7 | 1<<18
 
 func checkGVisorPosture(t *testing.T, procs []hostProc) {
 	var sentry, gofer int

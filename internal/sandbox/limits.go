@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/airlockdev/airlock/api"
 	"github.com/airlockdev/airlock/internal/agentproto"
@@ -69,11 +71,27 @@ func (w *limitWatch) note(ctx context.Context, m *Manager, st agentproto.ExitSta
 	if w == nil {
 		return st, err
 	}
-	if serr := m.stoppedError(ctx, w.sb.ID, m.drivers[w.sb.Runtime], hits); serr != nil {
+	serr := m.stoppedError(ctx, w.sb.ID, m.drivers[w.sb.Runtime], hits)
+	// The agent's stream can break before the runtime reports its sandbox
+	// stopped (runsc says "running" until the killed sentry is reaped), so
+	// a broken stream waits briefly for the runtime to catch up.
+	for deadline := time.Now().Add(stopSettle); serr == nil && errors.Is(err, errdefs.ErrUnavailable) && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(100 * time.Millisecond):
+		}
+		serr = m.stoppedError(ctx, w.sb.ID, m.drivers[w.sb.Runtime], w.since())
+	}
+	if serr != nil {
 		return st, fmt.Errorf("%w (exec: %v)", serr, err)
 	}
 	return st, err
 }
+
+// stopSettle bounds how long a broken exec waits for the runtime to
+// report that its sandbox stopped.
+const stopSettle = 2 * time.Second
 
 // stoppedError returns an error when the sandbox is no longer running,
 // naming the limit that stopped it if one was hit, else nil.
