@@ -28,11 +28,12 @@ import (
 // and can still be killed as part of the tree. The shim exits when its last
 // descendant has.
 //
-// gVisor (runsc 20221219) does not implement PR_SET_CHILD_SUBREAPER. There
-// the shim adds a marker to the command's supplementary groups instead, a
-// gid unique to the exec: every descendant inherits it and only a process
-// with CAP_SETGID (one run as root) can drop it, so killExec finds the
-// processes of a non-root exec wherever they were reparented.
+// Where PR_SET_CHILD_SUBREAPER fails (old gVisor releases such as runsc
+// 20221219; current runsc and runc implement it, so there this path is
+// unused) the shim adds a marker to the command's supplementary groups
+// instead, a gid unique to the exec: every descendant inherits it and only
+// a process with CAP_SETGID (one run as root) can drop it, so killExec
+// finds the processes of a non-root exec wherever they were reparented.
 //
 // The shim also empties the capability bounding set of commands run as a
 // non-root user (and drops CAP_SETPCAP from root's): with no_new_privs and

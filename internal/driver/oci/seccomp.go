@@ -25,7 +25,8 @@ import (
 //     the 32-bit multiplexer that would bypass that filter, is denied.
 //   - clone with any CLONE_NEW* flag and unshare are denied, so no process
 //     can create a user namespace (and the root-in-userns kernel surface
-//     that comes with it); clone3 fails with ENOSYS, since its flags live in
+//     that comes with it); clone3 fails with ENOSYS under runc (see
+//     clone3Rule for gVisor), since its flags live in
 //     memory seccomp cannot inspect, so libc falls back to clone.
 //   - keyctl, add_key, request_key, userfaultfd, bpf, perf_event_open,
 //     kexec_*, module loading, mount, umount2, pivot_root and the new mount
@@ -76,11 +77,12 @@ func seccompProfile(flavour string) *specs.LinuxSeccomp {
 	return s
 }
 
-// clone3Rule makes clone3 fail with ENOSYS under runc. runsc 20221219
-// ignores a rule's own errno (it would answer EPERM, and glibc only falls
-// back to clone on ENOSYS, so no thread could start); its kernel does not
-// implement clone3 and answers ENOSYS itself, so there the call is let
-// through to it.
+// clone3Rule makes clone3 fail with ENOSYS under runc. runsc ignores a
+// rule's own errno (every errno rule answers EPERM, and glibc only falls
+// back to clone on ENOSYS, so no thread could start), so under gVisor
+// clone3 is let through to gVisor's kernel, which implements it: there
+// its namespace flags can only create namespaces inside the sentry, never
+// on the host.
 func clone3Rule(flavour string) specs.LinuxSyscall {
 	if flavour == GVisor {
 		return specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActAllow}
