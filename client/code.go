@@ -125,17 +125,7 @@ func (c *Client) RunCode(ctx context.Context, sb api.CreateSandboxRequest, code 
 // streamCode posts a run asking for NDJSON events, dispatches them to the
 // callbacks and assembles the full result.
 func (c *Client) streamCode(ctx context.Context, path string, in any, o *codeOptions) (string, *api.CodeResult, error) {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "", nil, fmt.Errorf("airlock: encode request: %w", err)
-	}
-	req, err := c.newRequest(ctx, http.MethodPost, path, url.Values{"stream": {"ndjson"}}, bytes.NewReader(b))
-	if err != nil {
-		return "", nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := c.do(req)
+	resp, err := c.postStream(ctx, path, in)
 	if err != nil {
 		return "", nil, err
 	}

@@ -74,17 +74,7 @@ func (c *Client) stream(ctx context.Context, path string, in any, stdout, stderr
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "", nil, fmt.Errorf("airlock: encode request: %w", err)
-	}
-	req, err := c.newRequest(ctx, http.MethodPost, path, url.Values{"stream": {"ndjson"}}, bytes.NewReader(b))
-	if err != nil {
-		return "", nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := c.do(req)
+	resp, err := c.postStream(ctx, path, in)
 	if err != nil {
 		return "", nil, err
 	}
@@ -139,4 +129,20 @@ func (c *Client) stream(ctx context.Context, path string, in any, stdout, stderr
 		}
 		// Unknown event types are skipped, for forward compatibility.
 	}
+}
+
+// postStream posts in as JSON to path asking for an NDJSON event stream.
+// The caller closes the body.
+func (c *Client) postStream(ctx context.Context, path string, in any) (*http.Response, error) {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("airlock: encode request: %w", err)
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, path, url.Values{"stream": {"ndjson"}}, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/x-ndjson")
+	return c.do(req)
 }

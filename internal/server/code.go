@@ -1,10 +1,8 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/airlockdev/airlock/api"
@@ -122,7 +120,10 @@ func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, req api.RunCo
 		return writeJSON(w, http.StatusOK, res)
 	}
 
-	es := &codeEvents{w: w, format: format}
+	es := &eventStream[api.CodeEvent]{w: w, format: format,
+		data: func(typ string, p []byte) api.CodeEvent { return api.CodeEvent{Type: typ, Data: p} },
+		name: func(ev api.CodeEvent) string { return ev.Type },
+	}
 	var sandboxID, contextID string
 	_, end, err := run(sandbox.CodeIO{
 		OnSandbox: func(id string) { sandboxID = id },
@@ -164,68 +165,4 @@ func fillCodeResult(res *api.CodeResult, end agentproto.CodeEnd, began time.Time
 func outputSize(o api.CodeOutput) int {
 	return len(o.Text) + len(o.HTML) + len(o.Markdown) + len(o.LaTeX) + len(o.SVG) +
 		len(o.PNG) + len(o.JPEG) + len(o.JSON) + len(o.JavaScript)
-}
-
-// codeEvents writes a run's events as NDJSON lines or SSE events,
-// flushing each so clients see output as it is produced.
-type codeEvents struct {
-	w      http.ResponseWriter
-	format string
-
-	mu   sync.Mutex
-	sent bool
-	err  error
-}
-
-func (e *codeEvents) started() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.sent
-}
-
-func (e *codeEvents) send(ev api.CodeEvent) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.err != nil {
-		return e.err
-	}
-	if !e.sent {
-		ct := "application/x-ndjson"
-		if e.format == formatSSE {
-			ct = "text/event-stream"
-		}
-		e.w.Header().Set("Content-Type", ct)
-		e.w.Header().Set("Cache-Control", "no-store")
-		e.w.Header().Set("X-Accel-Buffering", "no")
-		e.w.WriteHeader(http.StatusOK)
-		e.sent = true
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		e.err = err
-		return err
-	}
-	if e.format == formatSSE {
-		_, e.err = fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", ev.Type, b)
-	} else {
-		_, e.err = e.w.Write(append(b, '\n'))
-	}
-	if e.err == nil {
-		http.NewResponseController(e.w).Flush()
-	}
-	return e.err
-}
-
-func (e *codeEvents) writer(typ string) codeEventWriter { return codeEventWriter{es: e, typ: typ} }
-
-type codeEventWriter struct {
-	es  *codeEvents
-	typ string
-}
-
-func (w codeEventWriter) Write(p []byte) (int, error) {
-	if err := w.es.send(api.CodeEvent{Type: w.typ, Data: p}); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }

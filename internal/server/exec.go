@@ -1,11 +1,9 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/airlockdev/airlock/api"
@@ -97,7 +95,10 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req api.ExecR
 	if err != nil {
 		return err
 	}
-	es := &eventStream{w: w, format: format}
+	es := &eventStream[api.ExecEvent]{w: w, format: format,
+		data: func(typ string, p []byte) api.ExecEvent { return api.ExecEvent{Type: typ, Data: p} },
+		name: func(ev api.ExecEvent) string { return ev.Type },
+	}
 	stdout := &sandbox.CapWriter{W: es.writer(api.EventStdout), Limit: limit}
 	stderr := &sandbox.CapWriter{W: es.writer(api.EventStderr), Limit: limit}
 	var sandboxID string
@@ -127,70 +128,4 @@ func execResult(st agentproto.ExitStatus, began time.Time) api.ExecResult {
 		ExitCode: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, OOMKilled: st.OOMKilled,
 		DurationMS: float64(time.Since(began).Microseconds()) / 1000,
 	}
-}
-
-// eventStream writes exec events as NDJSON lines or SSE events, flushing
-// each so clients see output as it is produced.
-type eventStream struct {
-	w      http.ResponseWriter
-	format string
-
-	mu   sync.Mutex
-	sent bool
-	err  error
-}
-
-func (e *eventStream) started() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.sent
-}
-
-func (e *eventStream) send(ev api.ExecEvent) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.err != nil {
-		return e.err
-	}
-	if !e.sent {
-		ct := "application/x-ndjson"
-		if e.format == formatSSE {
-			ct = "text/event-stream"
-		}
-		e.w.Header().Set("Content-Type", ct)
-		e.w.Header().Set("Cache-Control", "no-store")
-		e.w.Header().Set("X-Accel-Buffering", "no")
-		e.w.WriteHeader(http.StatusOK)
-		e.sent = true
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		e.err = err
-		return err
-	}
-	if e.format == formatSSE {
-		_, e.err = fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", ev.Type, b)
-	} else {
-		b = append(b, '\n')
-		_, e.err = e.w.Write(b)
-	}
-	if e.err == nil {
-		http.NewResponseController(e.w).Flush()
-	}
-	return e.err
-}
-
-// writer returns an io.Writer that turns each write into an event.
-func (e *eventStream) writer(typ string) *eventWriter { return &eventWriter{es: e, typ: typ} }
-
-type eventWriter struct {
-	es  *eventStream
-	typ string
-}
-
-func (w *eventWriter) Write(p []byte) (int, error) {
-	if err := w.es.send(api.ExecEvent{Type: w.typ, Data: p}); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }

@@ -1,12 +1,10 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/airlockdev/airlock/api"
 	"github.com/airlockdev/airlock/internal/agentproto"
@@ -104,7 +102,10 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer att.Close()
-	es := &procEvents{w: w, format: format}
+	es := &eventStream[api.ProcessEvent]{w: w, format: format,
+		data: func(typ string, p []byte) api.ProcessEvent { return api.ProcessEvent{Type: typ, Data: p} },
+		name: func(ev api.ProcessEvent) string { return ev.Type },
+	}
 	start := processAPI(att.Process)
 	es.send(api.ProcessEvent{Type: api.EventStart, Process: &start, Dropped: att.Dropped})
 	outType := api.EventStdout
@@ -198,62 +199,4 @@ func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, processAPI(p))
-}
-
-// procEvents writes process events as NDJSON lines or SSE events,
-// flushing each.
-type procEvents struct {
-	w      http.ResponseWriter
-	format string
-
-	mu   sync.Mutex
-	sent bool
-	err  error
-}
-
-func (e *procEvents) send(ev api.ProcessEvent) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.err != nil {
-		return e.err
-	}
-	if !e.sent {
-		ct := "application/x-ndjson"
-		if e.format == formatSSE {
-			ct = "text/event-stream"
-		}
-		e.w.Header().Set("Content-Type", ct)
-		e.w.Header().Set("Cache-Control", "no-store")
-		e.w.Header().Set("X-Accel-Buffering", "no")
-		e.w.WriteHeader(http.StatusOK)
-		e.sent = true
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		e.err = err
-		return err
-	}
-	if e.format == formatSSE {
-		_, e.err = fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", ev.Type, b)
-	} else {
-		_, e.err = e.w.Write(append(b, '\n'))
-	}
-	if e.err == nil {
-		http.NewResponseController(e.w).Flush()
-	}
-	return e.err
-}
-
-func (e *procEvents) writer(typ string) procEventWriter { return procEventWriter{e, typ} }
-
-type procEventWriter struct {
-	es  *procEvents
-	typ string
-}
-
-func (w procEventWriter) Write(p []byte) (int, error) {
-	if err := w.es.send(api.ProcessEvent{Type: w.typ, Data: p}); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
