@@ -58,6 +58,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	agent.ReserveThreads(32)
 	a := agent.New(agent.Config{DefaultUser: *user, Logger: logger, NprocLimit: *nproc})
 	run(ctx, logger, a, network, addr)
 }
