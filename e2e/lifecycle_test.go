@@ -199,3 +199,37 @@ func TestAPIErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeDeathReported: a sandbox whose runtime dies under a running
+// daemon fails execs at once with a clear error, is listed as stopped, and
+// can still be deleted.
+func TestRuntimeDeathReported(t *testing.T) {
+	d := startDaemon(t, "")
+	for _, rt := range runtimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			ctx := testCtx(t, time.Minute)
+			sb := d.newSandbox(t, api.CreateSandboxRequest{Runtime: rt})
+			bin := map[string]string{api.RuntimeGVisor: "runsc", api.RuntimeRunc: "runc"}[rt]
+			state := filepath.Join(d.dataDir, "drivers", rt, "state")
+			if out, err := exec.Command(bin, "--root", state, "kill", "airlock-"+sb.ID, "KILL").CombinedOutput(); err != nil {
+				t.Fatalf("kill container: %v %s", err, out)
+			}
+			var err error
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if _, err = sb.Exec(ctx, api.ExecRequest{Cmd: []string{"true"}}); err != nil && strings.Contains(err.Error(), "not running") {
+					break
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), "not running") {
+				t.Fatalf("exec in a dead sandbox: %v, want a 'not running' error", err)
+			}
+			got, err := d.client.Sandbox(ctx, sb.ID)
+			if err != nil || got.State != api.StateStopped {
+				t.Errorf("dead sandbox: state %q %v, want stopped", got.State, err)
+			}
+			if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil {
+				t.Errorf("delete dead sandbox: %v", err)
+			}
+		})
+	}
+}

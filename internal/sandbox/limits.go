@@ -100,6 +100,7 @@ func (m *Manager) stoppedError(ctx context.Context, id string, drv Driver, hits 
 	if err != nil || st == StatusRunning {
 		return nil
 	}
+	m.markStopped(id)
 	if c, ok := drv.(LimitCounter); ok && hits == (LimitHits{}) {
 		hits, _ = c.LimitHits(id)
 	}
@@ -123,4 +124,21 @@ func (m *Manager) checkStopped(ctx context.Context, id string, l *live) error {
 		return nil
 	}
 	return m.stoppedError(ctx, id, l.drv, LimitHits{})
+}
+
+// markStopped records that a sandbox's runtime is no longer running, so
+// listings say so; the sandbox stays until deleted or expired.
+func (m *Manager) markStopped(id string) {
+	m.mu.Lock()
+	l, ok := m.live[id]
+	if !ok || l.rec.State == api.StateStopped {
+		m.mu.Unlock()
+		return
+	}
+	l.rec.State = api.StateStopped
+	rec := l.rec
+	m.mu.Unlock()
+	if err := m.store.PutSandbox(rec); err != nil {
+		m.log.Warn("save stopped sandbox", "id", id, "err", err)
+	}
 }

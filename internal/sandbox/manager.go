@@ -313,16 +313,34 @@ func (m *Manager) Agent(ctx context.Context, id string) (*agentproto.Client, err
 	if err := m.checkStopped(ctx, id, l); err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.AgentConnectTimeout)
-	defer cancel()
-	c, err := l.agent(wctx)
-	if err != nil {
+	// Wait for the agent in slices, asking the runtime between them whether
+	// the sandbox died meanwhile, so a dead sandbox fails in about a second
+	// rather than after the whole connect timeout.
+	deadline := time.Now().Add(m.cfg.AgentConnectTimeout)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, minTime(deadline, time.Now().Add(time.Second)))
+		c, err := l.agent(wctx)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: sandbox %s agent is not connected: %w", errdefs.ErrUnavailable, id, err)
+		if serr := m.checkStopped(ctx, id, l); serr != nil {
+			return nil, serr
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%w: sandbox %s agent is not connected: %w", errdefs.ErrUnavailable, id, err)
+		}
 	}
-	return c, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // reapExpired deletes sandboxes whose time-to-live has passed.
@@ -339,7 +357,7 @@ func (m *Manager) reapExpired(ctx context.Context) {
 		m.mu.Lock()
 		var expired []string
 		for id, l := range m.live {
-			if l.rec.State == api.StateRunning && now.After(l.rec.ExpiresAt) {
+			if l.rec.State != api.StateCreating && now.After(l.rec.ExpiresAt) {
 				expired = append(expired, id)
 			}
 		}
