@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/airlockdev/airlock/internal/mountinfo"
 	"io"
 	"net"
 	"net/http"
@@ -273,15 +274,8 @@ func processesMentioning(s string) []string {
 }
 
 func mountsUnder(dir string) []string {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir) {
-			out = append(out, f[4])
-		}
-	}
-	return out
+	mps, _ := mountinfo.Under(dir)
+	return mps
 }
 
 // cgroupsOf lists the cgroup directories of a sandbox id.

@@ -50,6 +50,13 @@ type Driver interface {
 	Destroy(ctx context.Context, id string) error
 }
 
+// StatusLister is an optional Driver capability: the status of every
+// sandbox the driver holds in one call (absent ids are missing), so that
+// recovery after a restart asks the runtime once, not once per sandbox.
+type StatusLister interface {
+	Statuses(ctx context.Context) (map[string]Status, error)
+}
+
 // Sweeper is an optional Driver capability: destroy whatever the driver
 // holds for sandboxes that are not in keep (leftovers of a crash).
 type Sweeper interface {

@@ -18,6 +18,7 @@ func (m *Manager) recover(ctx context.Context) error {
 	}
 	keep := map[string]bool{}
 	now := time.Now()
+	statuses := statusCache{}
 	for _, rec := range recs {
 		drv, ok := m.drivers[rec.Runtime]
 		if !ok {
@@ -25,7 +26,7 @@ func (m *Manager) recover(ctx context.Context) error {
 			m.store.DeleteSandbox(rec.ID)
 			continue
 		}
-		st, err := drv.Status(ctx, rec.ID)
+		st, err := statuses.of(ctx, rec.Runtime, drv, rec.ID)
 		if err != nil || st != StatusRunning || now.After(rec.ExpiresAt) {
 			m.log.Info("reclaiming sandbox", "id", rec.ID, "status", st, "err", err)
 			if err := m.destroy(ctx, rec.ID, rec.Runtime); err != nil {
@@ -74,4 +75,23 @@ func (m *Manager) recover(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// statusCache asks each driver that can list for all its statuses once.
+type statusCache map[string]map[string]Status
+
+func (c statusCache) of(ctx context.Context, runtime string, drv Driver, id string) (Status, error) {
+	sl, ok := drv.(StatusLister)
+	if !ok {
+		return drv.Status(ctx, id)
+	}
+	all, ok := c[runtime]
+	if !ok {
+		var err error
+		if all, err = sl.Statuses(ctx); err != nil {
+			return StatusMissing, err
+		}
+		c[runtime] = all
+	}
+	return all[id], nil
 }

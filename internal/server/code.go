@@ -63,7 +63,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	return s.serveCode(w, r, req, func(cio sandbox.CodeIO) (string, agentproto.CodeEnd, error) {
 		end, err := s.sandboxes.RunCode(r.Context(), id, req, cio)
-		return id, end, err
+		return "", end, err
 	})
 }
 
@@ -78,7 +78,8 @@ func (s *Server) runCodeOnce(w http.ResponseWriter, r *http.Request, req api.Run
 	})
 }
 
-type codeFunc func(sandbox.CodeIO) (sandboxID string, end agentproto.CodeEnd, err error)
+// codeFunc runs the code; created is as for execFunc.
+type codeFunc func(sandbox.CodeIO) (created string, end agentproto.CodeEnd, err error)
 
 // serveCode answers a run either buffered or as an event stream.
 func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, req api.RunCodeRequest, run codeFunc) error {
@@ -95,7 +96,7 @@ func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, req api.RunCo
 		stdout, stderr := &sandbox.CapBuffer{Limit: limit}, &sandbox.CapBuffer{Limit: limit}
 		res := api.CodeResult{Results: []api.CodeOutput{}}
 		kept := 0
-		id, end, err := run(sandbox.CodeIO{CodeIO: agentproto.CodeIO{
+		created, end, err := run(sandbox.CodeIO{CodeIO: agentproto.CodeIO{
 			Stdout: stdout, Stderr: stderr,
 			OnContext: func(c api.CodeContext) { res.ContextID = c.ID },
 			OnResult: func(o api.CodeOutput) error {
@@ -114,8 +115,8 @@ func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, req api.RunCo
 		fillCodeResult(&res, end, began)
 		res.Stdout, res.Stderr = stdout.String(), stderr.String()
 		res.StdoutTruncated, res.StderrTruncated = stdout.Truncated, stderr.Truncated
-		if r.URL.Path == "/v1/run" {
-			return writeJSON(w, http.StatusOK, api.RunCodeResult{SandboxID: id, CodeResult: res})
+		if created != "" {
+			return writeJSON(w, http.StatusOK, api.RunCodeResult{SandboxID: created, CodeResult: res})
 		}
 		return writeJSON(w, http.StatusOK, res)
 	}

@@ -46,7 +46,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	return s.serveExec(w, r, req, func(eio sandbox.ExecIO) (string, agentproto.ExitStatus, error) {
 		st, err := s.sandboxes.Exec(r.Context(), id, req, eio)
-		return id, st, err
+		return "", st, err
 	})
 }
 
@@ -63,7 +63,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-type execFunc func(sandbox.ExecIO) (sandboxID string, st agentproto.ExitStatus, err error)
+// execFunc runs the command; created is the id of a sandbox made for this
+// request (POST /v1/run), empty for an exec in an existing sandbox.
+type execFunc func(sandbox.ExecIO) (created string, st agentproto.ExitStatus, err error)
 
 // serveExec answers an exec or run either buffered or as an event stream.
 func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req api.ExecRequest, run execFunc) error {
@@ -78,15 +80,15 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req api.ExecR
 			return err
 		}
 		stdout, stderr := &sandbox.CapBuffer{Limit: limit}, &sandbox.CapBuffer{Limit: limit}
-		id, st, err := run(sandbox.ExecIO{Stdout: stdout, Stderr: stderr})
+		created, st, err := run(sandbox.ExecIO{Stdout: stdout, Stderr: stderr})
 		if err != nil {
 			return err
 		}
 		res := execResult(st, began)
 		res.Stdout, res.Stderr = stdout.String(), stderr.String()
 		res.StdoutTruncated, res.StderrTruncated = stdout.Truncated, stderr.Truncated
-		if r.URL.Path == "/v1/run" {
-			return writeJSON(w, http.StatusOK, api.RunResult{SandboxID: id, ExecResult: res})
+		if created != "" {
+			return writeJSON(w, http.StatusOK, api.RunResult{SandboxID: created, ExecResult: res})
 		}
 		return writeJSON(w, http.StatusOK, res)
 	}

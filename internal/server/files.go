@@ -53,14 +53,18 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) error {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	s.sendBody(w, rc, p)
+	return nil
+}
+
+// sendBody answers 200 with body. Once headers are out, an aborted
+// connection is the only way to tell the client the body is incomplete.
+func (s *Server) sendBody(w http.ResponseWriter, body io.Reader, path string) {
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, rc); err != nil {
-		// Headers are gone; aborting the connection is the only way to
-		// tell the client the body is incomplete.
-		s.log.Warn("download aborted", "path", p, "err", err)
+	if _, err := io.Copy(w, body); err != nil {
+		s.log.Warn("download aborted", "path", path, "err", err)
 		panic(http.ErrAbortHandler)
 	}
-	return nil
 }
 
 // upload streams the request body into a file: PUT ?path=P[&mode=0644].

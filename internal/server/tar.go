@@ -37,13 +37,7 @@ func (s *Server) downloadTar(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name + ".tar"}))
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, rc); err != nil {
-		// Headers are gone: only an aborted connection tells the client
-		// the archive is incomplete.
-		s.log.Warn("tar download aborted", "path", p, "err", err)
-		panic(http.ErrAbortHandler)
-	}
+	s.sendBody(w, rc, p)
 	return nil
 }
 

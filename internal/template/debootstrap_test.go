@@ -3,6 +3,7 @@ package template
 import (
 	"context"
 	"errors"
+	"github.com/airlockdev/airlock/internal/mountinfo"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,7 +79,7 @@ func TestDebootstrapCancel(t *testing.T) {
 		t.Fatalf("Build = %v, want context.Canceled", err)
 	}
 	assertNoTemp(t, dir)
-	if mps, err := mountsUnder(dir); err != nil || len(mps) > 0 {
+	if mps, err := mountinfo.Under(dir); err != nil || len(mps) > 0 {
 		t.Errorf("mounts left under %s: %v %v", dir, mps, err)
 	}
 	// A cancelled forced rebuild must leave the previous build in place.
@@ -100,7 +101,7 @@ func (w *phaseCanceller) Write(p []byte) (int, error) {
 		// Let debootstrap get into its chroot work before pulling the plug.
 		w.once.Do(func() {
 			time.AfterFunc(2*time.Second, func() {
-				mps, _ := mountsUnder(w.dir)
+				mps, _ := mountinfo.Under(w.dir)
 				w.t.Logf("cancelling; mounts under store: %v", mps)
 				w.cancel()
 			})

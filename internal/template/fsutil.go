@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/airlockdev/airlock/internal/mountinfo"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,87 +104,11 @@ func removeTree(path string) error {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if err := unmountUnder(path); err != nil {
+	if err := mountinfo.UnmountAll(path); err != nil {
 		return err
 	}
 	return os.RemoveAll(path)
 }
-
-func unmountUnder(path string) error {
-	// Stacked mounts on one point need one unmount each; bound the loop.
-	for range 16 {
-		mps, err := mountsUnder(path)
-		if err != nil {
-			return err
-		}
-		if len(mps) == 0 {
-			return nil
-		}
-		for _, mp := range mps {
-			if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil &&
-				!errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-				return fmt.Errorf("unmount %s: %w", mp, err)
-			}
-		}
-	}
-	mps, err := mountsUnder(path)
-	if err != nil {
-		return err
-	}
-	if len(mps) > 0 {
-		return fmt.Errorf("%s still has mounts (%s); refusing to remove it", path, strings.Join(mps, ", "))
-	}
-	return nil
-}
-
-// mountsUnder lists mount points at or below path, deepest first.
-func mountsUnder(path string) ([]string, error) {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		real = filepath.Clean(path)
-	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	return parseMountsUnder(string(data), real), nil
-}
-
-func parseMountsUnder(mountinfo, dir string) []string {
-	var out []string
-	for _, line := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMountPath(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out
-}
-
-// unescapeMountPath decodes the \ooo octal escapes the kernel uses for
-// space, tab, newline and backslash in mountinfo.
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // dirSize returns the disk usage of the tree at root without following
 // symlinks, counting hard-linked files once.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlockdev/airlock/internal/mountinfo"
 	"github.com/airlockdev/airlock/internal/reaper"
 	"net"
 	"os"
@@ -49,8 +50,9 @@ type Driver struct {
 }
 
 var (
-	_ sandbox.Driver  = (*Driver)(nil)
-	_ sandbox.Sweeper = (*Driver)(nil)
+	_ sandbox.Driver       = (*Driver)(nil)
+	_ sandbox.Sweeper      = (*Driver)(nil)
+	_ sandbox.StatusLister = (*Driver)(nil)
 )
 
 // New checks that the runtime exists and returns a driver for it.
@@ -281,19 +283,31 @@ func (d *Driver) list(ctx context.Context) ([]containerState, error) {
 
 // Status reports the container's state.
 func (d *Driver) Status(ctx context.Context, id string) (sandbox.Status, error) {
-	states, err := d.list(ctx)
+	all, err := d.Statuses(ctx)
 	if err != nil {
 		return sandbox.StatusMissing, err
 	}
+	return all[id], nil // StatusMissing is the zero value
+}
+
+// Statuses reports the state of every container of this driver.
+func (d *Driver) Statuses(ctx context.Context) (map[string]sandbox.Status, error) {
+	states, err := d.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]sandbox.Status, len(states))
 	for _, s := range states {
-		if s.ID == containerID(id) {
-			if s.Status == "running" {
-				return sandbox.StatusRunning, nil
-			}
-			return sandbox.StatusStopped, nil
+		id, ok := strings.CutPrefix(s.ID, "airlock-")
+		if !ok {
+			continue
+		}
+		out[id] = sandbox.StatusStopped
+		if s.Status == "running" {
+			out[id] = sandbox.StatusRunning
 		}
 	}
-	return sandbox.StatusMissing, nil
+	return out, nil
 }
 
 // Destroy kills the sandbox and removes its container, cgroups, mounts and
@@ -318,7 +332,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		errs = append(errs, err)
 	}
 	l := d.layout(id)
-	if err := unmountAll(l.dir); err != nil {
+	if err := mountinfo.UnmountAll(l.dir); err != nil {
 		errs = append(errs, err)
 	} else if err := os.RemoveAll(l.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
@@ -343,20 +357,18 @@ func (d *Driver) releaseIfIdle() {
 	if entries, err := os.ReadDir(d.cfg.sandboxesDir()); err != nil || len(entries) > 0 {
 		return
 	}
-	unmountAll(filepath.Join(d.cfg.stateDir(), "null-netns"))
+	mountinfo.UnmountAll(filepath.Join(d.cfg.stateDir(), "null-netns"))
 }
 
 // Sweep destroys containers and directories of sandboxes not in keep.
 func (d *Driver) Sweep(ctx context.Context, keep map[string]bool) ([]string, error) {
 	found := map[string]bool{}
-	states, err := d.list(ctx)
+	statuses, err := d.Statuses(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range states {
-		if id, ok := strings.CutPrefix(s.ID, "airlock-"); ok {
-			found[id] = true
-		}
+	for id := range statuses {
+		found[id] = true
 	}
 	entries, err := os.ReadDir(d.cfg.sandboxesDir())
 	if err != nil {

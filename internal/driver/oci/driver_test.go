@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"github.com/airlockdev/airlock/internal/mountinfo"
 	"io"
 	"os"
 	"os/exec"
@@ -55,7 +56,7 @@ func TestConformance(t *testing.T) {
 			drivertest.Run(t, drv, sandbox.Spec{
 				TemplatePath: rootfs, CPUs: 1, MemoryMB: 256, PidsLimit: 256, DiskMB: 256,
 			})
-			if ms, _ := mountsUnder(dir); len(ms) > 0 {
+			if ms, _ := mountinfo.Under(dir); len(ms) > 0 {
 				t.Errorf("mounts left: %v", ms)
 			}
 		})
